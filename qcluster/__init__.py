@@ -1,0 +1,1 @@
+"""qcluster: run one Django application as one unit on several nodes."""

@@ -1,0 +1,1 @@
+"""qprint: deliver print jobs from a Django application to print-agent devices."""

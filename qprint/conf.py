@@ -1,0 +1,53 @@
+"""The ``QPRINT`` settings dict: its defaults live here and nowhere else.
+
+Read through ``qprint_settings.NAME``; the object reloads on Django's ``setting_changed`` signal so
+``override_settings(QPRINT=...)`` works in tests. Nothing is written onto ``django.conf.settings``.
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.core.signals import setting_changed
+
+DEFAULTS: dict[str, Any] = {
+    # Devices ping this often; a connection's lease is three intervals.
+    "HEARTBEAT_SECONDS": 20,
+    # Largest document accepted by the application API (413 above).
+    "MAX_DOCUMENT_BYTES": 50 * 1024 * 1024,
+    # Bound of the background wakeup publisher's queue; a full queue drops (and counts) a wakeup.
+    "WAKE_QUEUE_SIZE": 10000,
+    # A job not received by then expires (None: never).
+    "JOB_TTL_SECONDS": 86400,
+    # Final jobs older than this are deleted by the retention task.
+    "JOB_RETENTION_DAYS": 30,
+}
+
+
+class QPrintSettings:
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        return getattr(settings, "QPRINT", None) or {}
+
+    def __getattr__(self, name: str) -> Any:
+        if name not in DEFAULTS:
+            raise AttributeError(f"Unknown QPRINT setting: {name!r}")
+        if name not in self._cache:
+            self._cache[name] = self.user_settings.get(name, DEFAULTS[name])
+        return self._cache[name]
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+qprint_settings = QPrintSettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "QPRINT":
+        qprint_settings.reload()
+
+
+setting_changed.connect(_reload)

@@ -1,0 +1,174 @@
+"""Real processes for tests: Daphne nodes, ``cluster_runtime``, agents, a Redis of the test's own.
+
+Every wait here is for a condition with a deadline, never a bare sleep.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def wait_until(
+    predicate: Callable[[], T], timeout: float, interval: float = 0.05, message: str = ""
+) -> T:
+    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    last_error: Exception | None = None
+    while True:
+        try:
+            value = predicate()
+            if value:
+                return value
+        except Exception as exc:  # the condition may not be observable yet
+            last_error = exc
+        if time.monotonic() >= deadline:
+            detail = f" (last error: {last_error!r})" if last_error else ""
+            raise AssertionError(
+                f"timed out after {timeout}s waiting for {message or predicate}{detail}"
+            )
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def port_open(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex((host, port)) == 0
+
+
+class ManagedProcess:
+    """A subprocess whose output goes to a log file, stopped (and killed if need be) on ``stop``."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], cwd: Path = REPO_ROOT):
+        self.name = name
+        self.args = args
+        self.env = env
+        self.cwd = cwd
+        self.log_path = Path(tempfile.mkstemp(prefix=f"qprint-{name}-", suffix=".log")[1])
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "ManagedProcess":
+        log = open(self.log_path, "ab")  # noqa: SIM115 - closed with the process
+        self.proc = subprocess.Popen(
+            self.args,
+            env=self.env,
+            cwd=self.cwd,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        log.close()
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def send(self, sig: int) -> None:
+        if self.alive():
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        """SIGKILL, as a node that dies without a word."""
+        if self.alive():
+            os.kill(self.pid, signal.SIGKILL)
+            self.proc.wait(10)
+
+    def wait(self, timeout: float) -> int:
+        assert self.proc is not None
+        return self.proc.wait(timeout)
+
+    def stop(self, timeout: float = 10) -> int | None:
+        if self.proc is None:
+            return None
+        if self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        return self.proc.returncode
+
+    def __repr__(self) -> str:
+        return f"<ManagedProcess {self.name} pid={self.proc and self.proc.pid}>"
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def manage(*args: str) -> list[str]:
+    return python(str(REPO_ROOT / "manage.py"), *args)
+
+
+def daphne_node(name: str, port: int, env: dict[str, str]) -> ManagedProcess:
+    """A Daphne node of the example project on ``port`` (start it, then wait for ``port_open``)."""
+    args = python(
+        "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "example_project.asgi:application"
+    )
+    return ManagedProcess(name, args, env)
+
+
+class RedisServer:
+    """A redis-server of the test's own on a spare port, so a test may stop and restart it."""
+
+    def __init__(self, port: int | None = None):
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self, timeout: float = 10) -> "RedisServer":
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise RuntimeError("redis-server is not installed")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        wait_until(lambda: port_open(self.port), timeout, message=f"redis on {self.port}")
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+        wait_until(lambda: not port_open(self.port), 10, message=f"redis on {self.port} down")

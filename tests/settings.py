@@ -1,0 +1,40 @@
+"""Settings of the test suite: the example project on the services ``tests.services`` found.
+
+Every test run gets a database of its own, so two runs on one server never meet.
+"""
+
+import os
+import tempfile
+
+import environ
+
+from tests.services import resolve
+
+SERVICES = resolve()
+if SERVICES.database_url:
+    os.environ["DATABASE_URL"] = SERVICES.database_url
+else:
+    os.environ.pop("DATABASE_URL", None)
+
+from example_project.settings import *  # noqa: E402,F403
+
+RUN_ID = f"{os.getpid()}"
+if SERVICES.database_url:
+    DATABASES = {"default": environ.Env.db_url_config(SERVICES.database_url)}
+    DATABASES["default"]["TEST"] = {"NAME": f"test_qprint_{RUN_ID}"}
+else:
+    # A file, not :memory:, so threads and subprocesses of a test see the same database.
+    DATABASES["default"]["TEST"] = {
+        "NAME": os.path.join(tempfile.gettempdir(), f"test_qprint_{RUN_ID}.sqlite3")
+    }
+
+# The test process itself uses the in-memory layer; tests of the Redis path start their own
+# layers and Daphne nodes against SERVICES.redis_url or a Redis of their own.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+REDIS_URL = SERVICES.redis_url or ""
+
+SECRET_KEY = "test-secret-key"
+DEBUG = False
+ALLOWED_HOSTS = ["*"]
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
