@@ -1,0 +1,5 @@
+"""Prometheus text lines of qprint (names prefixed ``qprint_``)."""
+
+
+def render() -> str:
+    return ""
