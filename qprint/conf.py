@@ -20,6 +20,16 @@ DEFAULTS: dict[str, Any] = {
     "JOB_TTL_SECONDS": 86400,
     # Final jobs older than this are deleted by the retention task.
     "JOB_RETENTION_DAYS": 30,
+    # Device socket: a text frame larger than this closes the socket with 4400.
+    "MAX_FRAME_BYTES": 64 * 1024,
+    # Device socket: threads (and database connections) of each process's socket path.
+    "SOCKET_DB_THREADS": 8,
+    # Device socket: how often each process probes its channel-layer path (outage detection).
+    "BUS_PROBE_SECONDS": 2,
+    # Device socket: how often each web process reads its node's qcluster status (drain).
+    "DRAIN_POLL_SECONDS": 2,
+    # Device socket: a draining node closes its sockets spread over this many seconds.
+    "DRAIN_SPREAD_SECONDS": 5,
 }
 
 
