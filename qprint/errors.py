@@ -1,0 +1,95 @@
+"""The errors of qprint's domain, each with the SPEC's error code and the HTTP status it maps to.
+
+Transports turn them into their own shapes: the HTTP views answer
+``{"error": err.code, "message": err.message}`` with ``err.status``; commands raise
+``CommandError(err.message)``. The domain never imports a transport to do so.
+"""
+
+
+class QPrintError(Exception):
+    """Base of every refusal the domain answers with. ``code`` is stable and machine-readable."""
+
+    code: str = "error"
+    status: int = 400
+    default_message: str = "The request was refused."
+
+    def __init__(self, code: str | None = None, message: str | None = None) -> None:
+        if code is not None:
+            self.code = code
+        self.message = message or self.default_message
+        super().__init__(self.message)
+
+    def as_dict(self) -> dict[str, str]:
+        return {"error": self.code, "message": self.message}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(code={self.code!r}, message={self.message!r})"
+
+
+class Invalid(QPrintError):
+    """The request body is malformed; the message names the field (HTTP 422)."""
+
+    code = "invalid"
+    status = 422
+    default_message = "The request is invalid."
+
+
+class NotFound(QPrintError):
+    """No such object in the caller's tenant (HTTP 404): ``not_found``, ``unknown_device``."""
+
+    code = "not_found"
+    status = 404
+    default_message = "Not found."
+
+
+class Conflict(QPrintError):
+    """The request conflicts with the object's state (HTTP 409).
+
+    Codes: ``idempotency_conflict``, ``already_reprinted``, ``job_final``.
+    """
+
+    code = "conflict"
+    status = 409
+    default_message = "The request conflicts with the current state."
+
+
+class GateClosed(Conflict):
+    """The device may not claim now (HTTP 409).
+
+    Codes: ``not_connected``, ``not_ready``, ``stale_control``, ``stale_settings``, ``paused``.
+    """
+
+    code = "not_connected"
+
+
+class EventRejected(Conflict):
+    """A device event was refused (HTTP 409).
+
+    Codes: ``event_conflict``, ``backwards``, ``job_cancelled``, ``stale_claim``.
+    """
+
+    code = "event_conflict"
+
+
+class Disabled(QPrintError):
+    """The device is disabled (HTTP 403)."""
+
+    code = "disabled"
+    status = 403
+    default_message = "The device is disabled."
+
+
+class DocumentTooLarge(QPrintError):
+    """The document is over ``QPRINT["MAX_DOCUMENT_BYTES"]`` (HTTP 413)."""
+
+    code = "document_too_large"
+    status = 413
+    default_message = "The document is too large."
+
+
+class UnsupportedContentType(QPrintError):
+    """The content type is not one qprint delivers (HTTP 415)."""
+
+    code = "unsupported_content_type"
+    status = 415
+    default_message = "The content type is not supported."

@@ -1,0 +1,258 @@
+"""Job events: how a job's status moves after the claim (SPEC 3.2, 3.3 rule 2, 3.4 events).
+
+Invariant: an event is recorded once per ``event_id``, on any node. A replay (same id, same
+content) answers as the first delivery did, without changing anything; a different event under the
+same id is refused with ``event_conflict``. A job moves forward only (``qprint.states``) and never
+leaves a final state.
+
+How it holds: the job row is locked (``SELECT ... FOR UPDATE``) while the event is judged, so the
+deliveries of one job's events are serialised across nodes, and the ``event_id`` column is unique,
+so a duplicate that slips past the lookup (same id reported for another job) fails its INSERT,
+which is caught in a savepoint and answered as a replay or a conflict. The ``fingerprint`` is the
+SHA-256 of the event's canonical content (job, type, claim, time, message, detail).
+
+Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
+``source = SERVER`` through :func:`record_server_event`.
+"""
+
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models.functions import Now
+from django.utils.dateparse import parse_datetime
+
+from qprint.errors import EventRejected, Invalid, NotFound
+from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
+from qprint.signals import send_job_finished_after_commit
+from qprint.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
+from qprint.wakeups import wake_after_commit
+
+logger = logging.getLogger("qprint.events")
+
+PROGRESS = "PROGRESS"
+
+
+@dataclass(frozen=True)
+class EventOutcome:
+    """``created`` is False for a replay (HTTP 200), True for a new event (HTTP 201)."""
+
+    created: bool
+    job: PrintJob
+    event: PrintJobEvent
+
+
+@dataclass(frozen=True)
+class DeviceEvent:
+    """A validated device event body."""
+
+    event_id: uuid.UUID
+    type: str
+    claim_id: uuid.UUID
+    occurred_at: datetime
+    message: str
+    detail: dict[str, Any]
+
+    def fingerprint(self, job_id: uuid.UUID) -> str:
+        return fingerprint_of(
+            {
+                "job_id": str(job_id),
+                "type": self.type,
+                "claim_id": str(self.claim_id),
+                "occurred_at": self.occurred_at.astimezone(UTC).isoformat(),
+                "message": self.message,
+                "detail": self.detail,
+            }
+        )
+
+
+def fingerprint_of(content: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of ``content`` (sorted keys, no whitespace)."""
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def parse_device_event(payload: Any) -> DeviceEvent:
+    """Validate an event body; :class:`~qprint.errors.Invalid` names the first bad field."""
+    if not isinstance(payload, dict):
+        raise Invalid(message="The body must be a JSON object.")
+    event_id = _uuid_field(payload, "event_id")
+    event_type = payload.get("type")
+    if event_type not in DEVICE_EVENT_TYPES:
+        raise Invalid(
+            message=f"'type' must be one of {', '.join(sorted(DEVICE_EVENT_TYPES))}; "
+            f"got {event_type!r}."
+        )
+    claim_id = _uuid_field(payload, "claim_id")
+    raw_time = payload.get("occurred_at")
+    occurred_at = parse_datetime(raw_time) if isinstance(raw_time, str) else None
+    if occurred_at is None:
+        raise Invalid(message="'occurred_at' must be an ISO 8601 date and time.")
+    if occurred_at.tzinfo is None:
+        occurred_at = occurred_at.replace(tzinfo=UTC)
+    message = payload.get("message") or ""
+    if not isinstance(message, str):
+        raise Invalid(message="'message' must be a string.")
+    detail = payload.get("detail") or {}
+    if not isinstance(detail, dict):
+        raise Invalid(message="'detail' must be a JSON object.")
+    return DeviceEvent(event_id, event_type, claim_id, occurred_at, message[:10000], detail)
+
+
+def _uuid_field(payload: dict[str, Any], name: str) -> uuid.UUID:
+    value = payload.get(name)
+    try:
+        return uuid.UUID(str(value)) if value is not None else _missing(name)
+    except ValueError:
+        raise Invalid(message=f"'{name}' must be a UUID; got {value!r}.") from None
+
+
+def _missing(name: str) -> uuid.UUID:
+    raise Invalid(message=f"'{name}' is required.")
+
+
+def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -> EventOutcome:
+    """Record an event the device reports about one of its jobs, moving the job if it says so.
+
+    Raises :class:`~qprint.errors.Invalid` (422) for a malformed body,
+    :class:`~qprint.errors.NotFound` (404) when the job is not this device's, and
+    :class:`~qprint.errors.EventRejected` (409) with ``event_conflict``, ``stale_claim``,
+    ``job_cancelled`` or ``backwards``.
+    """
+    event = parse_device_event(payload)
+    try:
+        job_uuid = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(message="No such job.") from None
+
+    with transaction.atomic():
+        job = (
+            PrintJob.objects.select_for_update(of=("self",))
+            .filter(pk=job_uuid, device_id=device.pk)
+            .first()
+        )
+        if job is None:
+            raise NotFound(message="No such job on this device.")
+        fingerprint = event.fingerprint(job.pk)
+
+        replay = _replay_of(event.event_id, fingerprint)
+        if replay is not None:
+            return EventOutcome(created=False, job=job, event=replay)
+
+        _judge(job, event)
+
+        try:
+            with transaction.atomic():
+                recorded = PrintJobEvent.objects.create(
+                    event_id=event.event_id,
+                    job=job,
+                    device=device,
+                    source=EventSource.DEVICE,
+                    type=event.type,
+                    message=event.message,
+                    detail=event.detail,
+                    occurred_at=event.occurred_at,
+                    fingerprint=fingerprint,
+                )
+        except IntegrityError:
+            # The same event_id was recorded concurrently (for another job, since this job's row
+            # is locked): answer as that delivery did.
+            replay = _replay_of(event.event_id, fingerprint)
+            if replay is None:
+                raise
+            return EventOutcome(created=False, job=job, event=replay)
+
+        if event.type != PROGRESS and event.type != job.status:
+            _move(job, event.type, reason=event.message)
+        return EventOutcome(created=True, job=job, event=recorded)
+
+
+def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:
+    existing = PrintJobEvent.objects.filter(event_id=event_id).first()
+    if existing is None:
+        return None
+    if existing.fingerprint != fingerprint:
+        raise EventRejected(
+            "event_conflict",
+            f"Event {event_id} was already recorded with different content.",
+        )
+    return existing
+
+
+def _judge(job: PrintJob, event: DeviceEvent) -> None:
+    """Refuse the event when it may not apply to ``job`` as it is now."""
+    if job.claim_id != event.claim_id:
+        raise EventRejected(
+            "stale_claim", f"Claim {event.claim_id} is not the job's current claim."
+        )
+    if job.status == JobStatus.CANCELLED and _cancelled_by_application(job):
+        raise EventRejected("job_cancelled", "The job was cancelled by the application.")
+    if event.type == PROGRESS:
+        return
+    if event.type == job.status and not is_final(job.status):
+        return  # the same step reported again under a new id: recorded, nothing moves
+    if not can_move(job.status, event.type):
+        raise EventRejected(
+            "backwards", f"The job is {job.status}; it cannot move to {event.type}."
+        )
+
+
+def _cancelled_by_application(job: PrintJob) -> bool:
+    return job.events.filter(source=EventSource.SERVER, type=JobStatus.CANCELLED).exists()
+
+
+def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
+    """Move ``job`` (row locked by the caller) to ``target`` with a guarded UPDATE."""
+    current = job.status
+    changes: dict[str, Any] = {"status": target, "status_reason": reason[:1000]}
+    if target == JobStatus.RECEIVED:
+        changes["received_at"] = Now()
+    if is_final(target):
+        changes["finished_at"] = Now()
+    moved = PrintJob.objects.filter(pk=job.pk, status=current).update(**changes)
+    if moved != 1:  # cannot happen while the row is locked; refuse rather than guess
+        raise EventRejected("backwards", f"The job is no longer {current}.")
+    job.refresh_from_db(fields=["status", "status_reason", "received_at", "finished_at"])
+    logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
+    if current == JobStatus.CLAIMED:
+        wake_after_commit(job.tenant, job.device_id, "job_released")
+    if is_final(target):
+        send_job_finished_after_commit(job)
+
+
+def record_server_event(
+    job: PrintJob, type: str, *, message: str = "", detail: dict[str, Any] | None = None
+) -> PrintJobEvent:
+    """Record what the server did to ``job`` (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED)."""
+    event_id = uuid.uuid4()
+    detail = detail or {}
+    return PrintJobEvent.objects.create(
+        event_id=event_id,
+        job_id=job.pk,
+        device=None,
+        source=EventSource.SERVER,
+        type=type,
+        message=message,
+        detail=detail,
+        fingerprint=fingerprint_of(
+            {"job_id": str(job.pk), "type": type, "message": message, "detail": detail}
+        ),
+    )
+
+
+def move_by_server(job: PrintJob, target: str, *, reason: str = "", detail=None) -> bool:
+    """Move a job (row locked by the caller) on the server's own authority, with its event.
+
+    Used for CANCELLED (application) and EXPIRED (expiry). Returns False when the state machine
+    does not allow the move (the job went on meanwhile).
+    """
+    if not can_move(job.status, target):
+        return False
+    _move(job, target, reason=reason)
+    record_server_event(job, target, message=reason, detail=detail)
+    return True
