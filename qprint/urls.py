@@ -1,4 +1,49 @@
-from django.urls import path  # noqa: F401
+"""HTTP routes of qprint (SPEC 3.4, 3.5), mounted by the host (e.g. at ``qprint/``).
+
+``docs/openapi.yaml`` describes every route here; ``tests/qprint/test_openapi.py`` keeps the two
+in step.
+"""
+
+from django.urls import path
+
+from qprint.views import application_api, device_api
 
 app_name = "qprint"
-urlpatterns: list = []
+
+urlpatterns = [
+    # Device API (bearer device token).
+    path("api/v1/device/claim", device_api.claim, name="device-claim"),
+    path(
+        "api/v1/device/jobs/<uuid:job_id>/document",
+        device_api.job_document,
+        name="device-job-document",
+    ),
+    path(
+        "api/v1/device/jobs/<uuid:job_id>/events", device_api.job_events, name="device-job-events"
+    ),
+    path(
+        "api/v1/device/commands/<uuid:command_id>/result",
+        device_api.command_result,
+        name="device-command-result",
+    ),
+    path("api/v1/device/printers", device_api.printers, name="device-printers"),
+    # Application API (bearer application key, one tenant).
+    path("api/v1/jobs", application_api.jobs, name="jobs"),
+    path("api/v1/jobs/<uuid:job_id>", application_api.job_detail, name="job-detail"),
+    path("api/v1/jobs/<uuid:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
+    path("api/v1/jobs/<uuid:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
+    path("api/v1/devices", application_api.devices, name="devices"),
+    path("api/v1/devices/<str:name>", application_api.device_detail, name="device-detail"),
+    path("api/v1/devices/<str:name>/pause", application_api.device_pause, name="device-pause"),
+    path("api/v1/devices/<str:name>/resume", application_api.device_resume, name="device-resume"),
+    path(
+        "api/v1/devices/<str:name>/settings",
+        application_api.device_settings,
+        name="device-settings",
+    ),
+    path(
+        "api/v1/devices/<str:name>/commands",
+        application_api.device_commands,
+        name="device-commands",
+    ),
+]

@@ -1,0 +1,92 @@
+"""The JSON objects of the HTTP APIs, built from the domain's rows (SPEC 3.4, 3.5).
+
+Pure functions from model instances to dicts: no query beyond what the caller prefetched or
+annotated, no state. Datetimes are ISO 8601 in UTC; absent ones are ``null``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.http import HttpRequest
+from django.urls import reverse
+
+
+def timestamp(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def job_object(job) -> dict[str, Any]:
+    """The SPEC's job object. ``job.device`` should be selected with the job."""
+    return {
+        "id": str(job.id),
+        "device": job.device.name,
+        "printer": job.printer,
+        "title": job.title,
+        "content_type": job.content_type,
+        "size": job.size,
+        "sha256": job.sha256,
+        "status": job.status,
+        "status_reason": job.status_reason,
+        "priority": job.priority,
+        "options": job.options,
+        "created_at": timestamp(job.created_at),
+        "claimed_at": timestamp(job.claimed_at),
+        "received_at": timestamp(job.received_at),
+        "finished_at": timestamp(job.finished_at),
+        "expires_at": timestamp(job.expires_at),
+        "reprint_of": str(job.reprint_of_id) if job.reprint_of_id else None,
+    }
+
+
+def event_object(event) -> dict[str, Any]:
+    return {
+        "event_id": str(event.event_id),
+        "source": event.source,
+        "type": event.type,
+        "message": event.message,
+        "detail": event.detail,
+        "occurred_at": timestamp(event.occurred_at),
+        "recorded_at": timestamp(event.recorded_at),
+    }
+
+
+def job_with_events(job, events) -> dict[str, Any]:
+    """The job object plus its events, oldest first (``events`` comes ordered)."""
+    return {**job_object(job), "events": [event_object(e) for e in events]}
+
+
+def document_url(request: HttpRequest, job_id) -> str:
+    return request.build_absolute_uri(reverse("qprint:device-job-document", args=[job_id]))
+
+
+def assignment_object(request: HttpRequest, assignment) -> dict[str, Any]:
+    """The claim's 200 body: the domain's assignment plus the absolute ``document_url``."""
+    return {
+        **assignment.as_dict(),
+        "document_url": document_url(request, assignment.job_id),
+    }
+
+
+def printer_object(printer) -> dict[str, Any]:
+    return {
+        "name": printer.name,
+        "is_default": printer.is_default,
+        "status": printer.status,
+        "capabilities": printer.capabilities,
+        "updated_at": timestamp(printer.updated_at),
+    }
+
+
+def command_object(command) -> dict[str, Any]:
+    return {
+        "id": str(command.id),
+        "type": command.type,
+        "payload": command.payload,
+        "status": command.status,
+        "created_at": timestamp(command.created_at),
+        "delivered_at": timestamp(command.delivered_at),
+        "finished_at": timestamp(command.finished_at),
+        "result": command.result,
+    }

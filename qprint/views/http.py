@@ -1,0 +1,191 @@
+"""The HTTP plumbing shared by the device and application APIs.
+
+Every answer of the two APIs is JSON, errors included: ``{"error": code, "message": ...}`` with
+the status the SPEC names. Both APIs authenticate with a bearer secret, never a session, so the
+views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
+wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
+credentials and map :class:`qprint.errors.QPrintError` to its JSON answer. The views hold no
+business rule: that lives in ``qprint.api``, ``qprint.claim`` and ``qprint.events``.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from qprint import credentials
+from qprint.errors import Disabled, QPrintError
+
+logger = logging.getLogger("qprint.http")
+
+BEARER_CHALLENGE = 'Bearer realm="qprint"'
+# The largest JSON body other than a document upload (events, settings, printers, commands).
+MAX_JSON_BODY_BYTES = 1024 * 1024
+
+
+class RequestError(QPrintError):
+    """A request the transport itself refuses (bad credentials, body, content type)."""
+
+    def __init__(self, code: str, status: int, message: str) -> None:
+        super().__init__(code, message)
+        self.status = status
+
+
+def error_response(
+    code: str, status: int, message: str, headers: dict[str, str] | None = None
+) -> JsonResponse:
+    """The one shape of every error answer."""
+    response = JsonResponse({"error": code, "message": message}, status=status)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def unauthorized(message: str) -> RequestError:
+    return RequestError("unauthorized", 401, message)
+
+
+def invalid(field: str, problem: str) -> RequestError:
+    """A 422 naming the field at fault."""
+    return RequestError("invalid", 422, f"{field}: {problem}")
+
+
+def bearer_token(request: HttpRequest) -> str:
+    """The secret of ``Authorization: Bearer <secret>``; 401 when absent or malformed."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, secret = header.partition(" ")
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret:
+        raise unauthorized("An Authorization: Bearer header is required.")
+    return secret
+
+
+def _as_response(exc: QPrintError) -> JsonResponse:
+    headers = {"WWW-Authenticate": BEARER_CHALLENGE} if exc.status == 401 else None
+    return error_response(exc.code, exc.status, exc.message, headers)
+
+
+def _endpoint(
+    methods: tuple[str, ...], authenticate: Callable[[HttpRequest], Any]
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    allowed = tuple(m.upper() for m in methods)
+
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+        @csrf_exempt
+        @functools.wraps(view)
+        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if request.method not in allowed:
+                return error_response(
+                    "method_not_allowed",
+                    405,
+                    f"{request.method} is not allowed here; use {', '.join(allowed)}.",
+                    {"Allow": ", ".join(allowed)},
+                )
+            try:
+                principal = authenticate(request)
+                return view(request, principal, *args, **kwargs)
+            except QPrintError as exc:
+                return _as_response(exc)
+
+        wrapper.allowed_methods = allowed  # read by the OpenAPI test
+        return wrapper
+
+    return decorator
+
+
+def authenticate_device(request: HttpRequest):
+    """The enabled device whose token is presented (401 unknown token, 403 ``disabled``)."""
+    device = credentials.device_for_token(bearer_token(request))
+    if device is None:
+        raise unauthorized("Unknown or revoked device token.")
+    if not device.enabled:
+        raise Disabled()
+    return device
+
+
+def authenticate_application(request: HttpRequest):
+    """The live application key presented (401 when unknown or revoked)."""
+    key = credentials.key_for_secret(bearer_token(request))
+    if key is None or key.revoked:
+        raise unauthorized("Unknown or revoked application key.")
+    return key
+
+
+def device_endpoint(*methods: str):
+    """A view of the device API: ``view(request, device, **url_kwargs)``."""
+    return _endpoint(methods, authenticate_device)
+
+
+def application_endpoint(*methods: str):
+    """A view of the application API: ``view(request, key, **url_kwargs)``."""
+    return _endpoint(methods, authenticate_application)
+
+
+def read_limited(request: HttpRequest, limit: int, too_large: RequestError) -> bytes:
+    """The request body, refused with ``too_large`` before it is read when it cannot fit.
+
+    ``Content-Length`` is checked first, then the read itself is bounded (a chunked body has no
+    length). ``request.body`` is never used: it would apply Django's
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE`` (2.5 MiB by default) to a legitimate document upload.
+    """
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        raise RequestError("invalid", 400, "Content-Length is not a number.") from None
+    if declared > limit:
+        raise too_large
+    data = request.read(limit + 1)
+    if len(data) > limit:
+        raise too_large
+    return data
+
+
+def media_type(request: HttpRequest) -> str:
+    return (request.content_type or "").split(";")[0].strip().lower()
+
+
+def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> dict[str, Any]:
+    """The JSON object in the body (415 another content type, 413 too long, 422 not an object)."""
+    if media_type(request) != "application/json":
+        raise RequestError(
+            "unsupported_media_type", 415, "The request body must be application/json."
+        )
+    data = read_limited(
+        request,
+        limit,
+        RequestError("request_too_large", 413, f"The request body exceeds {limit} bytes."),
+    )
+    try:
+        body = json.loads(data or b"{}")
+    except ValueError as exc:
+        raise RequestError("invalid", 422, f"body: not valid JSON ({exc})") from None
+    if not isinstance(body, dict):
+        raise RequestError("invalid", 422, "body: a JSON object is required")
+    return body
+
+
+def read_json_value(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> Any:
+    """Any JSON value in the body (used where the body is a list, e.g. the printers)."""
+    if media_type(request) != "application/json":
+        raise RequestError(
+            "unsupported_media_type", 415, "The request body must be application/json."
+        )
+    data = read_limited(
+        request,
+        limit,
+        RequestError("request_too_large", 413, f"The request body exceeds {limit} bytes."),
+    )
+    try:
+        return json.loads(data or b"null")
+    except ValueError as exc:
+        raise RequestError("invalid", 422, f"body: not valid JSON ({exc})") from None
+
+
+def json_response(data: Any, status: int = 200) -> JsonResponse:
+    return JsonResponse(data, status=status, safe=False)

@@ -1,0 +1,80 @@
+"""Rows for tests: devices (with their token), application keys, a live ready connection.
+
+The claim needs a device with a live ready connection; outside the realtime tests we set the four
+connection columns directly, as the connection record would after a ``state`` frame.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import F
+from django.db.models.functions import Now
+
+from qprint import credentials
+from qprint.models import ApplicationKey, Device
+
+
+@dataclass
+class DeviceWithToken:
+    device: Device
+    token: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        """Headers for the test client: ``client.post(url, **dev.auth)``."""
+        return {"HTTP_AUTHORIZATION": f"Bearer {self.token}"}
+
+
+@dataclass
+class KeyWithSecret:
+    key: ApplicationKey
+    secret: str
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"HTTP_AUTHORIZATION": f"Bearer {self.secret}"}
+
+
+def make_device(tenant: str = "acme", name: str = "front-desk", **fields) -> DeviceWithToken:
+    token = credentials.new_secret()
+    device = Device.objects.create(
+        tenant=tenant, name=name, token_hash=credentials.hash_secret(token), **fields
+    )
+    return DeviceWithToken(device, token)
+
+
+def make_key(tenant: str = "acme", name: str = "backend", **fields) -> KeyWithSecret:
+    secret = credentials.new_secret()
+    key = ApplicationKey.objects.create(
+        tenant=tenant, name=name, key_hash=credentials.hash_secret(secret), **fields
+    )
+    return KeyWithSecret(key, secret)
+
+
+def connect(device: Device, node: str = "node-test", lease_seconds: int = 300) -> Device:
+    """Give ``device`` a live, ready connection with its control and settings applied."""
+    Device.objects.filter(pk=device.pk).update(
+        connection_id=uuid.uuid4(),
+        connection_node=node,
+        connection_ready=True,
+        connection_lease_expires_at=Now() + timedelta(seconds=lease_seconds),
+        control_applied_revision=F("control_revision"),
+        settings_applied_revision=F("settings_revision"),
+        last_seen_at=Now(),
+    )
+    device.refresh_from_db()
+    return device
+
+
+def disconnect(device: Device) -> Device:
+    Device.objects.filter(pk=device.pk).update(
+        connection_id=None,
+        connection_node="",
+        connection_ready=False,
+        connection_lease_expires_at=None,
+    )
+    device.refresh_from_db()
+    return device

@@ -1,0 +1,156 @@
+"""The whole life of a job over HTTP: submit, claim, download, events, and the job as the
+application sees it."""
+
+import base64
+import hashlib
+import uuid
+
+import pytest
+from django.urls import reverse
+
+from tests.qprint.factories import connect, make_device, make_key
+
+pytestmark = pytest.mark.django_db
+
+PDF = b"%PDF-1.4\n% a tiny test document\n%%EOF\n"
+
+
+def submit_json(client, key, device="front-desk", content=PDF, **fields):
+    body = {
+        "device": device,
+        "content_type": "application/pdf",
+        "content_base64": base64.b64encode(content).decode(),
+        **fields,
+    }
+    return client.post(reverse("qprint:jobs"), body, content_type="application/json", **key.auth)
+
+
+def event(client, dev, job_id, claim_id, type_, event_id=None):
+    body = {
+        "event_id": str(event_id or uuid.uuid4()),
+        "type": type_,
+        "claim_id": claim_id,
+        "occurred_at": "2026-01-01T10:00:00Z",
+    }
+    return client.post(
+        reverse("qprint:device-job-events", args=[job_id]),
+        body,
+        content_type="application/json",
+        **dev.auth,
+    )
+
+
+def test_job_submitted_as_json_is_claimed_downloaded_and_printed(client):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+
+    submitted = submit_json(client, key, title="Invoice 42", options={"copies": 2}, priority=5)
+    assert submitted.status_code == 201, submitted.content
+    job = submitted.json()
+    assert job["status"] == "QUEUED"
+    assert job["device"] == "front-desk"
+    assert job["size"] == len(PDF)
+    assert job["sha256"] == hashlib.sha256(PDF).hexdigest()
+    assert job["options"] == {"copies": 2}
+
+    claimed = client.post(reverse("qprint:device-claim"), **dev.auth)
+    assert claimed.status_code == 200, claimed.content
+    assignment = claimed.json()
+    assert assignment["job_id"] == job["id"]
+    assert assignment["title"] == "Invoice 42"
+    assert assignment["priority"] == 5
+    assert set(assignment) == {
+        "job_id",
+        "claim_id",
+        "printer",
+        "title",
+        "content_type",
+        "size",
+        "sha256",
+        "options",
+        "priority",
+        "document_url",
+        "created_at",
+    }
+    assert assignment["document_url"] == (
+        f"http://testserver/qprint/api/v1/device/jobs/{job['id']}/document"
+    )
+
+    download = client.get(assignment["document_url"], **dev.auth)
+    assert download.status_code == 200
+    assert download.content == PDF
+    assert download["Content-Type"] == "application/pdf"
+    assert download["Content-Length"] == str(len(PDF))
+    assert download["ETag"] == f'"{job["sha256"]}"'
+
+    for type_ in ("RECEIVED", "SPOOLED", "PRINTED"):
+        answer = event(client, dev, job["id"], assignment["claim_id"], type_)
+        assert answer.status_code == 201, answer.content
+        assert answer.json()["job_status"] == type_
+
+    seen = client.get(reverse("qprint:job-detail", args=[job["id"]]), **key.auth)
+    assert seen.status_code == 200
+    body = seen.json()
+    assert body["status"] == "PRINTED"
+    assert body["finished_at"] is not None
+    device_types = [e["type"] for e in body["events"] if e["source"] == "DEVICE"]
+    assert device_types == ["RECEIVED", "SPOOLED", "PRINTED"]
+    recorded = [e["recorded_at"] for e in body["events"]]
+    assert recorded == sorted(recorded)
+
+    assert client.post(reverse("qprint:device-claim"), **dev.auth).status_code == 204
+
+
+def test_job_submitted_as_multipart_keeps_its_bytes_and_fields(client):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    document = SimpleUploadedFile("label.pdf", PDF, content_type="application/pdf")
+    answer = client.post(
+        reverse("qprint:jobs"),
+        {
+            "device": "front-desk",
+            "document": document,
+            "options": '{"duplex": true}',
+            "priority": "3",
+        },
+        **key.auth,
+    )
+    assert answer.status_code == 201, answer.content
+    job = answer.json()
+    assert job["title"] == "label.pdf"
+    assert job["content_type"] == "application/pdf"
+    assert job["options"] == {"duplex": True}
+    assert job["priority"] == 3
+
+    assignment = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    download = client.get(assignment["document_url"], **dev.auth)
+    assert download.content == PDF
+
+
+def test_claim_replays_the_same_assignment_until_the_job_moves_on(client):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    first_job = submit_json(client, key).json()
+    submit_json(client, key, content=b"second").json()
+
+    first = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    again = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    assert again["claim_id"] == first["claim_id"]
+    assert again["job_id"] == first_job["id"]
+
+    event(client, dev, first["job_id"], first["claim_id"], "RECEIVED")
+    second = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    assert second["job_id"] != first["job_id"]
+
+
+def test_claim_with_nothing_to_print_answers_204_without_body(client):
+    dev = make_device()
+    connect(dev.device)
+    answer = client.post(reverse("qprint:device-claim"), **dev.auth)
+    assert answer.status_code == 204
+    assert answer.content == b""
