@@ -404,7 +404,7 @@ def _check_text(name: str, value: Any, max_length: int) -> str:
 
 def _locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
     job_id = job.pk if isinstance(job, PrintJob) else job
-    queryset = PrintJob.objects.select_for_update(of=("self",))
+    queryset = PrintJob.objects.select_for_update(of=("self",), no_key=True)
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
     try:
@@ -578,15 +578,6 @@ def pending_commands(device: Device | int) -> list[DeviceCommand]:
     )
 
 
-def mark_command_delivered(command_id: uuid.UUID | str) -> bool:
-    """Record that a PENDING command was sent to the device; False when it was not PENDING."""
-    return bool(
-        DeviceCommand.objects.filter(pk=command_id, status=CommandStatus.PENDING).update(
-            status=CommandStatus.DELIVERED, delivered_at=Now()
-        )
-    )
-
-
 def record_command_result(
     device: Device | int,
     command_id: uuid.UUID | str,
@@ -649,7 +640,7 @@ def replace_printers(device: Device | int, printers: Any) -> list[DevicePrinter]
             capabilities=capabilities,
         )
     with transaction.atomic():
-        if not Device.objects.select_for_update().filter(pk=device_id).exists():
+        if not Device.objects.select_for_update(no_key=True).filter(pk=device_id).exists():
             raise NotFound("unknown_device", "No such device.")
         DevicePrinter.objects.filter(device_id=device_id).delete()
         created = DevicePrinter.objects.bulk_create(rows.values())
@@ -686,7 +677,7 @@ def rotate_device_token(device: Device | int) -> str:
     device_id = _device_id(device)
     token = credentials.new_secret()
     with transaction.atomic():
-        target = Device.objects.select_for_update().filter(pk=device_id).first()
+        target = Device.objects.select_for_update(no_key=True).filter(pk=device_id).first()
         if target is None:
             raise NotFound("unknown_device", "No such device.")
         Device.objects.filter(pk=device_id).update(token_hash=credentials.hash_secret(token))

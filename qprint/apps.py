@@ -10,3 +10,6 @@ class QPrintConfig(AppConfig):
 
     def ready(self) -> None:
         from qprint import checks  # noqa: F401  (registers the system checks)
+        from qprint.maintenance import register_tasks
+
+        register_tasks()

@@ -1,1 +1,86 @@
-"""System checks for the ``QPRINT`` settings (ids ``qprint.E0xx`` / ``qprint.W0xx``)."""
+"""System checks for the ``QPRINT`` settings (ids ``qprint.E0xx`` / ``qprint.W0xx``).
+
+- ``qprint.E001``: ``QPRINT`` is not a dict.
+- ``qprint.E002``: ``HEARTBEAT_SECONDS`` is not a number of at least 1.
+- ``qprint.W001``: ``HEARTBEAT_SECONDS`` is below 5 (every device pings that often: load).
+- ``qprint.E003``: a setting that must be a positive integer is not.
+- ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer nor ``None``.
+- ``qprint.W002``: ``QPRINT`` has a key qprint does not know (a typo is otherwise silent).
+"""
+
+from typing import Any
+
+from django.conf import settings
+from django.core import checks
+
+from qprint.conf import DEFAULTS
+
+POSITIVE_INTEGERS = (
+    "MAX_DOCUMENT_BYTES",
+    "WAKE_QUEUE_SIZE",
+    "JOB_RETENTION_DAYS",
+)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@checks.register()
+def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    user = getattr(settings, "QPRINT", None)
+    if user is None:
+        return []
+    if not isinstance(user, dict):
+        return [
+            checks.Error(
+                f"QPRINT must be a dict, not {type(user).__name__}.",
+                id="qprint.E001",
+            )
+        ]
+    errors: list[checks.CheckMessage] = []
+    for key in sorted(set(user) - set(DEFAULTS)):
+        errors.append(
+            checks.Warning(
+                f"QPRINT[{key!r}] is not a qprint setting.",
+                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
+                id="qprint.W002",
+            )
+        )
+
+    heartbeat = user.get("HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"])
+    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or heartbeat < 1:
+        errors.append(
+            checks.Error(
+                f"QPRINT['HEARTBEAT_SECONDS'] must be a number of at least 1, got {heartbeat!r}.",
+                id="qprint.E002",
+            )
+        )
+    elif heartbeat < 5:
+        errors.append(
+            checks.Warning(
+                f"QPRINT['HEARTBEAT_SECONDS'] is {heartbeat}: every device pings that often.",
+                hint="Use 5 seconds or more outside tests (the default is 20).",
+                id="qprint.W001",
+            )
+        )
+
+    for key in POSITIVE_INTEGERS:
+        value = user.get(key, DEFAULTS[key])
+        if not _is_int(value) or value <= 0:
+            errors.append(
+                checks.Error(
+                    f"QPRINT[{key!r}] must be a positive integer, got {value!r}.",
+                    id="qprint.E003",
+                )
+            )
+
+    ttl = user.get("JOB_TTL_SECONDS", DEFAULTS["JOB_TTL_SECONDS"])
+    if ttl is not None and (not _is_int(ttl) or ttl <= 0):
+        errors.append(
+            checks.Error(
+                f"QPRINT['JOB_TTL_SECONDS'] must be a positive integer or None, got {ttl!r}.",
+                id="qprint.E004",
+            )
+        )
+    return errors

@@ -7,9 +7,11 @@ that left CLAIMED is never handed out again.
 
 How it holds, in one transaction per claim:
 
-1. The device row is locked (``SELECT ... FOR UPDATE``): claims of one device are serialised
-   across every node. The gate is evaluated from that locked row, on the database clock
-   (``connection_lease_expires_at > now()`` is computed in SQL).
+1. The device row is locked (``SELECT ... FOR NO KEY UPDATE``): claims of one device are
+   serialised across every node. (``NO KEY``: inserting a job or an event only takes a key-share
+   lock on the device row, so submissions and event recording never queue behind a claim, and a
+   claim never deadlocks with a transaction holding a job row.) The gate is evaluated from that
+   locked row, on the database clock (``connection_lease_expires_at > now()`` computed in SQL).
 2. If the device already has a CLAIMED job, that job's assignment is answered again (the replay).
 3. Else the next QUEUED, unexpired job (priority desc, oldest first) moves to CLAIMED with an
    UPDATE guarded by ``status = 'QUEUED'``; a rowcount of 0 (a cancel or expiry won the job) moves
@@ -162,7 +164,7 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
 def _lock_device(device_id: int) -> Device:
     """The device row, locked for this transaction, with the lease judged on the database clock."""
     return (
-        Device.objects.select_for_update(of=("self",))
+        Device.objects.select_for_update(of=("self",), no_key=True)
         .annotate(
             connection_live=ExpressionWrapper(
                 Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now()),

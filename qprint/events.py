@@ -132,7 +132,7 @@ def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -
 
     with transaction.atomic():
         job = (
-            PrintJob.objects.select_for_update(of=("self",))
+            PrintJob.objects.select_for_update(of=("self",), no_key=True)
             .filter(pk=job_uuid, device_id=device.pk)
             .first()
         )

@@ -1,0 +1,83 @@
+"""``manage.py qprint_device create|rotate-token|list|disable|enable``: register and manage devices.
+
+``create`` and ``rotate-token`` print the device token alone on the last line of their output;
+it is shown once (only its hash is stored).
+"""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from qprint import api
+from qprint.errors import QPrintError
+
+
+class Command(BaseCommand):
+    help = "Register print-agent devices, rotate their tokens, list, disable or enable them."
+
+    def add_arguments(self, parser):
+        actions = parser.add_subparsers(dest="action", metavar="ACTION")
+        actions.required = True
+        create = actions.add_parser("create", help="Register a device and print its token.")
+        create.add_argument("--description", default="")
+        rotate = actions.add_parser("rotate-token", help="Replace the device's token.")
+        disable = actions.add_parser("disable", help="Disable a device (it can no longer claim).")
+        enable = actions.add_parser("enable", help="Enable a disabled device.")
+        for sub in (create, rotate, disable, enable):
+            sub.add_argument("--tenant", required=True)
+            sub.add_argument("--name", required=True)
+        listing = actions.add_parser("list", help="List devices.")
+        listing.add_argument("--tenant", help="Only this tenant's devices.")
+
+    def handle(self, *args, action: str, **options):
+        try:
+            if action == "create":
+                device, token = api.create_device(
+                    options["tenant"], options["name"], description=options["description"]
+                )
+                self.stdout.write(f"Created device {device} (id {device.pk}).")
+                self.stdout.write("Its token, shown only this once:")
+                self.stdout.write(token)
+            elif action == "rotate-token":
+                device = api.get_device(options["tenant"], options["name"])
+                token = api.rotate_device_token(device)
+                self.stdout.write(f"Rotated the token of {device}; the old token no longer works.")
+                self.stdout.write("The new token, shown only this once:")
+                self.stdout.write(token)
+            elif action in ("disable", "enable"):
+                device = api.get_device(options["tenant"], options["name"])
+                device = api.set_device_enabled(device, action == "enable")
+                self.stdout.write(
+                    f"Device {device} is {'enabled' if device.enabled else 'disabled'}."
+                )
+            elif action == "list":
+                self._list(options.get("tenant"))
+        except QPrintError as err:
+            raise CommandError(err.message) from err
+
+    def _list(self, tenant: str | None) -> None:
+        from qprint.models import Device
+
+        tenants = (
+            [tenant]
+            if tenant
+            else list(Device.objects.values_list("tenant", flat=True).distinct().order_by("tenant"))
+        )
+        rows = [("TENANT", "NAME", "ENABLED", "ONLINE", "PAUSED", "NODE", "QUEUED", "LAST SEEN")]
+        for t in tenants:
+            for d in api.list_devices(t):
+                rows.append(
+                    (
+                        t,
+                        d.name,
+                        "yes" if d.enabled else "no",
+                        "yes" if d.online else "no",
+                        "yes" if d.paused else "no",
+                        d.node or "-",
+                        str(d.queue_depth),
+                        d.last_seen_at.isoformat(timespec="seconds") if d.last_seen_at else "-",
+                    )
+                )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            self.stdout.write(
+                "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+            )
