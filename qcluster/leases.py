@@ -1,0 +1,262 @@
+"""Named leases for singleton work: the only module that writes ``cluster_lease``.
+
+Invariants (each one holds on PostgreSQL with any number of contenders, and on SQLite):
+
+- **At most one holder at a time.** A lease changes hands only through one conditional UPDATE,
+  compare-and-set on ``version``::
+
+      UPDATE cluster_lease SET holder_node_id = :me, expires_at = now() + :ttl,
+             version = version + 1, ...
+       WHERE name = :name AND version = :seen_version
+         AND (expires_at < now() OR holder_node_id = :me OR holder_node_id IS NULL)
+
+  Of several nodes that saw the same version, the database lets exactly one UPDATE match; the
+  others match no row and get 0. A missing row is first created free (``INSERT ... ON CONFLICT DO
+  NOTHING``, so a concurrent insert is tolerated) and then taken by the same UPDATE.
+- **The database clock decides.** Every comparison and every stored time is ``now()`` of the
+  database (``STATEMENT_TIMESTAMP()`` on PostgreSQL, so a statement inside a longer transaction
+  still uses its own time). No node's clock is ever compared with another's.
+- **Every change bumps ``version``**, which is the fencing token: work that writes shared state
+  can make its write conditional on ``fence(name, token)`` so a holder that lost the lease
+  (paused, partitioned) cannot overwrite its successor.
+- **Each change is its own short transaction** (``transaction.atomic(durable=True)``): a lease is
+  never taken inside a caller's transaction that could roll it back or hold it open. Reads may
+  run anywhere.
+
+No advisory locks: they do not survive PgBouncer transaction pooling and give no fencing token.
+
+A holder stops acting ``QCLUSTER["LEASE_SAFETY_SECONDS"]`` before expiry (``is_leader``), so it
+has stopped before anyone else can take the lease, even with some clock-rate drift between the
+database and the holder's monotonic clock.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.db import transaction
+from django.db.models import Case, DateTimeField, Exists, ExpressionWrapper, F, Q, Value, When
+from django.db.models.functions import Now
+
+from qcluster import identity
+from qcluster.conf import cluster_settings
+from qcluster.models import LEASE_NAME_MAX_LENGTH, NODE_ID_MAX_LENGTH, ClusterLease
+
+#: The lease held by the node that runs the sweep.
+SWEEPER_LEASE = "cluster-sweeper"
+
+
+@dataclass(frozen=True)
+class Lease:
+    holder_node_id: str
+    expires_at: datetime
+    version: int
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise ValueError("A lease name must be a non-empty string.")
+    if len(name) > LEASE_NAME_MAX_LENGTH:
+        raise ValueError(
+            f"A lease name is at most {LEASE_NAME_MAX_LENGTH} characters, got {len(name)}."
+        )
+    return name
+
+
+def _check_node(node_id: str) -> str:
+    if not node_id or len(node_id) > NODE_ID_MAX_LENGTH:
+        raise ValueError(f"A node id is 1 to {NODE_ID_MAX_LENGTH} characters, got {node_id!r}.")
+    return node_id
+
+
+def _ttl(ttl: timedelta | float | int) -> timedelta:
+    if not isinstance(ttl, timedelta):
+        ttl = timedelta(seconds=ttl)
+    if ttl.total_seconds() <= 0:
+        raise ValueError(f"A lease ttl must be positive, got {ttl}.")
+    return ttl
+
+
+def _now_plus(delta: timedelta):
+    """``now() + delta`` on the database clock."""
+    return ExpressionWrapper(Now() + Value(delta), output_field=DateTimeField())
+
+
+def _free_or_mine(node_id: str) -> Q:
+    return Q(expires_at__lt=Now()) | Q(holder_node_id=node_id) | Q(holder_node_id__isnull=True)
+
+
+class LeaseClient:
+    """The lease operations on behalf of one node (``leases.as_node(node_id)``)."""
+
+    def __init__(self, node_id: str) -> None:
+        self.node_id = _check_node(node_id)
+
+    def __repr__(self) -> str:
+        return f"<LeaseClient node={self.node_id}>"
+
+    def try_acquire(self, name: str, ttl: timedelta | float) -> int:
+        """Take or extend the lease; return the fencing token (new ``version``), or 0.
+
+        Succeeds when the lease is free, expired, or already ours.
+        """
+        name, ttl = _check_name(name), _ttl(ttl)
+        seen = ClusterLease.objects.filter(name=name).values_list("version", flat=True).first()
+        if seen is None:
+            with transaction.atomic(durable=True):
+                ClusterLease.objects.bulk_create(
+                    [ClusterLease(name=name, holder_node_id=None, version=0)],
+                    ignore_conflicts=True,
+                )
+            seen = ClusterLease.objects.filter(name=name).values_list("version", flat=True).get()
+        me = self.node_id
+        changes_holder = Q(holder_node_id__isnull=True) | ~Q(holder_node_id=me)
+        with transaction.atomic(durable=True):
+            updated = (
+                ClusterLease.objects.filter(name=name, version=seen)
+                .filter(_free_or_mine(me))
+                .update(
+                    holder_node_id=me,
+                    acquired_at=Case(When(changes_holder, then=Now()), default=F("acquired_at")),
+                    transitions=Case(
+                        When(changes_holder, then=F("transitions") + 1),
+                        default=F("transitions"),
+                    ),
+                    renewed_at=Now(),
+                    expires_at=_now_plus(ttl),
+                    version=F("version") + 1,
+                )
+            )
+        return seen + 1 if updated else 0
+
+    def renew(self, name: str, ttl: timedelta | float) -> int:
+        """Extend a lease this node holds; return the new fencing token, or 0 if not the holder.
+
+        A lease that expired is renewed only if nobody took it meanwhile.
+        """
+        name, ttl = _check_name(name), _ttl(ttl)
+        seen = (
+            ClusterLease.objects.filter(name=name, holder_node_id=self.node_id)
+            .values_list("version", flat=True)
+            .first()
+        )
+        if seen is None:
+            return 0
+        with transaction.atomic(durable=True):
+            updated = ClusterLease.objects.filter(
+                name=name, version=seen, holder_node_id=self.node_id
+            ).update(renewed_at=Now(), expires_at=_now_plus(ttl), version=F("version") + 1)
+        return seen + 1 if updated else 0
+
+    def release(self, name: str) -> bool:
+        """Give the lease up at once (only the holder can); True if this node held it."""
+        name = _check_name(name)
+        with transaction.atomic(durable=True):
+            updated = ClusterLease.objects.filter(name=name, holder_node_id=self.node_id).update(
+                holder_node_id=None,
+                expires_at=Now(),
+                version=F("version") + 1,
+                transitions=F("transitions") + 1,
+            )
+        return bool(updated)
+
+    def release_all(self) -> list[str]:
+        """Give up every lease this node holds (when it drains); returns their names."""
+        return release_all_held_by(self.node_id)
+
+    def is_leader(self, name: str) -> bool:
+        """True while this node holds the lease with more than the safety margin left."""
+        name = _check_name(name)
+        margin = timedelta(seconds=cluster_settings.LEASE_SAFETY_SECONDS)
+        return ClusterLease.objects.filter(
+            name=name, holder_node_id=self.node_id, expires_at__gt=_now_plus(margin)
+        ).exists()
+
+
+def holder(name: str) -> Lease | None:
+    """Who holds the lease now (database clock), or None when it is free or expired."""
+    name = _check_name(name)
+    row = (
+        ClusterLease.objects.filter(name=name, holder_node_id__isnull=False, expires_at__gt=Now())
+        .values_list("holder_node_id", "expires_at", "version")
+        .first()
+    )
+    return Lease(*row) if row else None
+
+
+def fence(name: str, token: int) -> Exists:
+    """A condition true only while ``token`` is still the lease's current, unexpired version.
+
+    Use it in the write that must not happen after the lease changed hands::
+
+        Report.objects.filter(pk=pk).filter(leases.fence("reports", token)).update(...)
+    """
+    name = _check_name(name)
+    return Exists(ClusterLease.objects.filter(name=name, version=token, expires_at__gt=Now()))
+
+
+def release_all_held_by(node_id: str) -> list[str]:
+    """Release every lease ``node_id`` holds (its drain, or the sweeper after it is lost).
+
+    Not durable: the sweeper runs it inside the transaction that marks the node LOST, so the
+    LOST transition and the release commit together (a crash between them cannot strand a lease).
+    """
+    with transaction.atomic():
+        names = list(
+            ClusterLease.objects.select_for_update()
+            .filter(holder_node_id=node_id)
+            .values_list("name", flat=True)
+        )
+        ClusterLease.objects.filter(name__in=names, holder_node_id=node_id).update(
+            holder_node_id=None,
+            expires_at=Now(),
+            version=F("version") + 1,
+            transitions=F("transitions") + 1,
+        )
+    return names
+
+
+def force_hand_over(name: str, holder_node_id: str | None, expires_at: datetime | None) -> int:
+    """An operator's edit (admin): set holder and expiry as given, bumping ``version``.
+
+    Returns the new version. The holder change is counted in ``transitions``.
+    """
+    name = _check_name(name)
+    with transaction.atomic(durable=True):
+        lease, _ = ClusterLease.objects.select_for_update().get_or_create(name=name)
+        changed = lease.holder_node_id != holder_node_id
+        ClusterLease.objects.filter(name=name).update(
+            holder_node_id=holder_node_id or None,
+            expires_at=expires_at,
+            acquired_at=Now() if changed else F("acquired_at"),
+            version=F("version") + 1,
+            transitions=F("transitions") + (1 if changed else 0),
+        )
+        return lease.version + 1
+
+
+def as_node(node_id: str) -> LeaseClient:
+    """The lease operations on behalf of ``node_id`` (tests, tools, the runtime's --node-id)."""
+    return LeaseClient(node_id)
+
+
+def _me() -> LeaseClient:
+    return LeaseClient(identity.node_id())
+
+
+def try_acquire(name: str, ttl: timedelta | float) -> int:
+    """Take or extend the lease for this node; the fencing token, or 0. See ``LeaseClient``."""
+    return _me().try_acquire(name, ttl)
+
+
+def renew(name: str, ttl: timedelta | float) -> int:
+    return _me().renew(name, ttl)
+
+
+def release(name: str) -> bool:
+    return _me().release(name)
+
+
+def is_leader(name: str) -> bool:
+    return _me().is_leader(name)
