@@ -22,6 +22,7 @@ from qprint.views.http import (
     invalid,
     json_response,
     read_json_object,
+    read_optional_options,
 )
 from qprint.views.pagination import decode_cursor, encode_cursor, page_limit, paginate
 from qprint.views.uploads import read_submission
@@ -105,12 +106,11 @@ def job_cancel(request: HttpRequest, key: ApplicationKey, job_id: uuid.UUID) -> 
 @application_endpoint("POST")
 def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: uuid.UUID) -> HttpResponse:
     """201 the new job; 409 ``already_reprinted`` on a second reprint unless ``force``."""
-    force = False
-    if request.headers.get("Content-Length") not in (None, "", "0"):
-        body = read_json_object(request)
-        force = body.get("force", False)
-        if not isinstance(force, bool):
-            raise invalid("force", "must be true or false")
+    force = read_optional_options(request).get("force", False)
+    if force in ("true", "false"):  # a form field
+        force = force == "true"
+    if not isinstance(force, bool):
+        raise invalid("force", "must be true or false")
     reprint = api.reprint_job(job_id, tenant=key.tenant, force=force, by=submitted_by(key))
     return json_response(job_object(api.get_job(key.tenant, reprint.pk)), status=201)
 

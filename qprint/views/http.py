@@ -187,5 +187,23 @@ def read_json_value(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> A
         raise RequestError("invalid", 422, f"body: not valid JSON ({exc})") from None
 
 
+FORM_MEDIA_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+def read_optional_options(request: HttpRequest) -> dict[str, Any]:
+    """Optional options of an action (e.g. ``{"force": true}``): a JSON object, form fields, or
+    no body at all (``{}``)."""
+    kind = media_type(request)
+    if kind == "application/json":
+        return read_json_object(request)
+    if kind in FORM_MEDIA_TYPES:
+        return request.POST.dict()
+    if request.read(1):
+        raise RequestError(
+            "unsupported_media_type", 415, "The request body must be application/json."
+        )
+    return {}
+
+
 def json_response(data: Any, status: int = 200) -> JsonResponse:
     return JsonResponse(data, status=status, safe=False)

@@ -12,7 +12,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from django.db.models import Q, QuerySet
+from django.core.exceptions import ValidationError
+from django.db.models import Q, QuerySet, Subquery
 from django.http import HttpRequest
 
 from qprint.views.http import invalid
@@ -55,7 +56,7 @@ def after(fields: Sequence[str], values: Sequence[Any], descending: bool) -> Q:
     op = "lt" if descending else "gt"
     condition = Q()
     for i, name in enumerate(fields):
-        equal = {f: v for f, v in zip(fields[:i], values[:i], strict=True)}
+        equal = dict(zip(fields[:i], values[:i], strict=True))
         condition |= Q(**equal, **{f"{name}__{op}": values[i]})
     return condition
 
@@ -67,22 +68,27 @@ def paginate(
     serialize: Callable[[Any], dict[str, Any]],
     descending: bool = False,
 ) -> dict[str, Any]:
-    """One page of ``queryset`` ordered by ``fields`` (unique together), serialized."""
+    """One page of ``queryset`` ordered by ``fields``, whose last one is the primary key.
+
+    The cursor carries only the last row's primary key; the other sort values are read back from
+    that row in SQL, so they are compared in the database's own representation (a timestamp
+    written by ``Now()`` on SQLite is text of another precision than Python's).
+    """
     limit = page_limit(request)
     order = [f"-{f}" if descending else f for f in fields]
     queryset = queryset.order_by(*order)
     cursor = request.GET.get("cursor")
     if cursor:
-        queryset = queryset.filter(after(fields, decode_cursor(cursor, len(fields)), descending))
+        (last_pk,) = decode_cursor(cursor, 1)
+        try:
+            last_pk = queryset.model._meta.pk.to_python(last_pk)
+        except ValidationError:
+            raise invalid("cursor", "is not a cursor this API gave out") from None
+        anchor = queryset.model._default_manager.filter(pk=last_pk)
+        values = [Subquery(anchor.values(f)[:1]) for f in fields[:-1]] + [last_pk]
+        queryset = queryset.filter(after(fields, values, descending))
     rows = list(queryset[: limit + 1])
     more = len(rows) > limit
     rows = rows[:limit]
-    next_cursor = None
-    if more:
-        last = rows[-1]
-        next_cursor = encode_cursor([_cursor_value(getattr(last, f)) for f in fields])
+    next_cursor = encode_cursor([rows[-1].pk]) if more else None
     return {"results": [serialize(r) for r in rows], "next_cursor": next_cursor}
-
-
-def _cursor_value(value: Any) -> Any:
-    return value.isoformat() if hasattr(value, "isoformat") else value
