@@ -187,8 +187,10 @@ class ClusterRuntime:
     # --- the loop -----------------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run until stopped; the exit code (0 after a clean STOPPED)."""
-        self.install_signal_handlers()
+        """Run until stopped; the exit code (0 after a clean STOPPED).
+
+        Call ``install_signal_handlers()`` first in a process of its own (the command does).
+        """
         try:
             self._with_retry("register", self._register, stop_on_signal=True)
         except StopRequested:

@@ -28,6 +28,7 @@ class Command(BaseCommand):
         if node_id is not None and not node_id.strip():
             raise CommandError("--node-id must not be empty.")
         runtime = ClusterRuntime(read_identity(node_id), once=once)
+        runtime.install_signal_handlers()
         code = runtime.run()
         if code:
             raise CommandError(
