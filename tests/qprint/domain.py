@@ -1,0 +1,82 @@
+"""Helpers and fixtures of the qprint domain tests (models, claim, events, Python API).
+
+A module that wants the wakeups recorded declares its own fixture on top of
+:func:`recording_wakeups` (``yield from recording_wakeups()``).
+"""
+
+import uuid
+from datetime import UTC, datetime
+
+from qprint import api, wakeups
+from qprint.models import PrintJob
+from qprint.wakeups import RecordingPublisher
+from tests.qprint.factories import connect, make_device  # noqa: F401  (re-exported)
+
+PDF = b"%PDF-1.4\n% a test document\n"
+
+
+def recording_wakeups():
+    """Record the wakeups published meanwhile, as ``(tenant, device_id, reason)`` tuples."""
+    publisher = RecordingPublisher()
+    previous = wakeups.set_publisher(publisher)
+    yield publisher.recorded
+    wakeups.set_publisher(previous)
+
+
+def submit(device, content: bytes = PDF, **fields) -> PrintJob:
+    job, created = api.submit_job(
+        device.tenant, device.name, content, fields.pop("content_type", "application/pdf"), **fields
+    )
+    assert created
+    return job
+
+
+def event(job_or_claim, type: str, **fields) -> dict:
+    """A device event body for the job's current claim (or for the claim id given)."""
+    claim_id = getattr(job_or_claim, "claim_id", job_or_claim)
+    return {
+        "event_id": str(fields.pop("event_id", uuid.uuid4())),
+        "type": type,
+        "claim_id": str(claim_id),
+        "occurred_at": fields.pop("occurred_at", datetime.now(UTC).isoformat()),
+        **fields,
+    }
+
+
+def run_concurrently(count: int, func, timeout: float = 60) -> list:
+    """Run ``func(i)`` in ``count`` threads released together by a barrier.
+
+    Returns ``("ok", value)`` or ``("error", exception)`` per thread, in thread order. Each thread
+    has its own database connection (Django's are per thread) and closes it at the end.
+    """
+    import threading
+
+    from django.db import connection
+
+    barrier = threading.Barrier(count)
+    results: list = [None] * count
+
+    def worker(i: int) -> None:
+        try:
+            barrier.wait(timeout=timeout)
+            results[i] = ("ok", func(i))
+        except BaseException as exc:  # reported to the test, which asserts on it
+            results[i] = ("error", exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout)
+    assert not any(t.is_alive() for t in threads), "a racing thread did not finish"
+    return results
+
+
+def values(results: list) -> list:
+    """The values of ``run_concurrently`` results, failing on the first error."""
+    errors = [r[1] for r in results if r[0] == "error"]
+    if errors:
+        raise errors[0]
+    return [r[1] for r in results]
