@@ -1,0 +1,510 @@
+"""The Django admin of qprint: devices, jobs, commands, application keys and events.
+
+Every action goes through :mod:`qprint.api`, the same code path as the HTTP API and host code, so
+the admin holds no business rule. Columns that carry state (job status, claim, revisions, the
+connection record) are read-only here: they change only through the API's guarded writes.
+"Online" is judged in SQL on the database clock (``connection_lease_expires_at > now()``).
+Secrets (a new device token, a new application key) are shown once, on the response page itself,
+and never stored in clear: not in the database, the session or a message cookie.
+"""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
+from django.db.models.functions import Now
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext
+
+from qprint import api
+from qprint.errors import QPrintError
+from qprint.models import (
+    ApplicationKey,
+    Device,
+    DeviceCommand,
+    DevicePrinter,
+    PrintJob,
+    PrintJobEvent,
+)
+from qprint.states import JobStatus
+
+TEST_PAGE_CONTENT_TYPE = "text/plain"
+
+
+def actor(request: HttpRequest) -> str:
+    """Who did it, as recorded on jobs and events."""
+    return f"admin:{request.user.get_username()}"
+
+
+def show_secrets_once(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    secrets: list[tuple[object, str]],
+    *,
+    title: str,
+    secret_label: str,
+) -> TemplateResponse:
+    """A page listing freshly made secrets. It is the only place they ever appear."""
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "opts": modeladmin.model._meta,
+        "title": title,
+        "secret_label": secret_label,
+        "secrets": secrets,
+        "warning": _(
+            "Copy each secret now: it is shown only on this page and cannot be retrieved later "
+            "(only its hash is stored)."
+        ),
+    }
+    response = TemplateResponse(request, "admin/qprint/secrets_once.html", context)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def report(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    done: int,
+    failures: list[str],
+    singular: str,
+    plural: str,
+) -> None:
+    """One message for the rows done, one warning naming those refused (and why)."""
+    if done:
+        modeladmin.message_user(request, ngettext(singular, plural, done) % {"count": done})
+    if failures:
+        modeladmin.message_user(
+            request,
+            ngettext(
+                "Refused for %(count)d row: %(list)s",
+                "Refused for %(count)d rows: %(list)s",
+                len(failures),
+            )
+            % {"count": len(failures), "list": "; ".join(failures)},
+            messages.WARNING,
+        )
+
+
+# --- Devices -----------------------------------------------------------------------------------
+
+
+class DevicePrinterInline(admin.TabularInline):
+    model = DevicePrinter
+    extra = 0
+    can_delete = False
+    fields = ("name", "is_default", "status", "capabilities", "updated_at")
+    readonly_fields = fields
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(Device)
+class DeviceAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "tenant",
+        "online",
+        "node",
+        "ready",
+        "paused",
+        "enabled",
+        "queue_depth",
+        "last_seen_at",
+    )
+    list_filter = ("tenant", "enabled", "paused")
+    search_fields = ("name", "tenant", "description")
+    ordering = ("tenant", "name")
+    inlines = (DevicePrinterInline,)
+    actions = (
+        "pause_devices",
+        "resume_devices",
+        "issue_new_tokens",
+        "send_test_page",
+        "disable_devices",
+        "enable_devices",
+    )
+    add_fields = ("tenant", "name", "description")
+    state_fields = (
+        "enabled",
+        "paused",
+        "control_revision",
+        "control_applied_revision",
+        "settings",
+        "settings_revision",
+        "settings_applied_revision",
+        "connection_id",
+        "connection_node",
+        "connection_ready",
+        "connection_lease_expires_at",
+        "last_seen_at",
+        "agent_info",
+        "created_at",
+    )
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        return (
+            super()
+            .get_queryset(request)
+            .annotate(
+                # Judged by the database on its own clock, like the claim gate.
+                is_online=ExpressionWrapper(
+                    Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now()),
+                    output_field=BooleanField(),
+                ),
+                queued_jobs=Count("jobs", filter=Q(jobs__status=JobStatus.QUEUED)),
+            )
+        )
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return self.add_fields
+        return ("tenant", "name", "description", *self.state_fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return ("tenant", "name", *self.state_fields)
+
+    def get_inlines(self, request, obj):
+        return self.inlines if obj is not None else ()
+
+    @admin.display(boolean=True, description=_("online"), ordering="is_online")
+    def online(self, device: Device) -> bool:
+        return bool(device.is_online)
+
+    @admin.display(description=_("node"), ordering="connection_node")
+    def node(self, device: Device) -> str:
+        return device.connection_node if device.is_online else ""
+
+    @admin.display(boolean=True, description=_("ready"))
+    def ready(self, device: Device) -> bool:
+        return bool(device.is_online and device.connection_ready)
+
+    @admin.display(description=_("queue depth"), ordering="queued_jobs")
+    def queue_depth(self, device: Device) -> int:
+        return device.queued_jobs
+
+    def save_model(self, request, obj: Device, form, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+            return
+        device, token = api.create_device(obj.tenant, obj.name, description=obj.description)
+        obj.pk = device.pk
+        obj.token_hash = device.token_hash
+        request._qprint_new_secret = token
+
+    def response_add(self, request, obj, post_url_continue=None) -> HttpResponse:
+        token = getattr(request, "_qprint_new_secret", None)
+        if token is None:
+            return super().response_add(request, obj, post_url_continue)
+        return show_secrets_once(
+            self, request, [(obj, token)], title=_("Device token"), secret_label=_("token")
+        )
+
+    @admin.action(description=_("Pause selected devices"), permissions=["change"])
+    def pause_devices(self, request, queryset):
+        for device in queryset:
+            api.pause_device(device)
+        count = len(queryset)
+        self.message_user(
+            request,
+            ngettext("Paused %(count)d device.", "Paused %(count)d devices.", count)
+            % {"count": count},
+        )
+
+    @admin.action(description=_("Resume selected devices"), permissions=["change"])
+    def resume_devices(self, request, queryset):
+        for device in queryset:
+            api.resume_device(device)
+        count = len(queryset)
+        self.message_user(
+            request,
+            ngettext("Resumed %(count)d device.", "Resumed %(count)d devices.", count)
+            % {"count": count},
+        )
+
+    @admin.action(
+        description=_("Issue a new token (the old one stops working)"), permissions=["change"]
+    )
+    def issue_new_tokens(self, request, queryset):
+        secrets = [(device, api.rotate_device_token(device)) for device in queryset]
+        return show_secrets_once(
+            self, request, secrets, title=_("New device tokens"), secret_label=_("token")
+        )
+
+    @admin.action(description=_("Send a test page"), permissions=["change"])
+    def send_test_page(self, request, queryset):
+        done, failures = 0, []
+        for device in queryset:
+            content = (
+                f"qprint test page\n\nDevice: {device.tenant}/{device.name}\n"
+                f"Sent by: {request.user.get_username()}\nAt: {timezone.now().isoformat()}\n"
+            ).encode()
+            try:
+                api.submit_job(
+                    device.tenant,
+                    device,
+                    content,
+                    TEST_PAGE_CONTENT_TYPE,
+                    title="Test page",
+                    submitted_by=actor(request),
+                )
+                done += 1
+            except QPrintError as exc:
+                failures.append(f"{device}: {exc.message}")
+        report(
+            self,
+            request,
+            done,
+            failures,
+            "Queued a test page for %(count)d device.",
+            "Queued a test page for %(count)d devices.",
+        )
+
+    @admin.action(description=_("Disable selected devices"), permissions=["change"])
+    def disable_devices(self, request, queryset):
+        for device in queryset:
+            api.disable_device(device)
+        count = len(queryset)
+        self.message_user(
+            request,
+            ngettext("Disabled %(count)d device.", "Disabled %(count)d devices.", count)
+            % {"count": count},
+        )
+
+    @admin.action(description=_("Enable selected devices"), permissions=["change"])
+    def enable_devices(self, request, queryset):
+        for device in queryset:
+            api.enable_device(device)
+        count = len(queryset)
+        self.message_user(
+            request,
+            ngettext("Enabled %(count)d device.", "Enabled %(count)d devices.", count)
+            % {"count": count},
+        )
+
+
+# --- Jobs --------------------------------------------------------------------------------------
+
+
+class ReadOnlyAdminMixin:
+    """Rows written only by qprint itself: viewable, never added or edited by hand."""
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+
+class PrintJobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
+    model = PrintJobEvent
+    extra = 0
+    can_delete = False
+    ordering = ("recorded_at", "id")
+    fields = ("recorded_at", "source", "type", "message", "detail", "occurred_at", "event_id")
+    readonly_fields = fields
+
+
+@admin.register(PrintJob)
+class PrintJobAdmin(admin.ModelAdmin):
+    list_display = (
+        "short_id",
+        "title",
+        "device",
+        "tenant",
+        "status",
+        "priority",
+        "attempts",
+        "created_at",
+        "finished_at",
+    )
+    list_filter = ("status", ("device", admin.RelatedOnlyFieldListFilter), "tenant")
+    list_select_related = ("device",)
+    date_hierarchy = "created_at"
+    search_fields = ("=id", "title", "idempotency_key", "device__name")
+    ordering = ("-created_at",)
+    inlines = (PrintJobEventInline,)
+    actions = ("cancel_jobs", "reprint_jobs")
+    fields = (
+        "id",
+        "tenant",
+        "device",
+        "printer",
+        "title",
+        "content_type",
+        "size",
+        "sha256",
+        "options",
+        "priority",
+        "status",
+        "status_reason",
+        "cancel_requested",
+        "idempotency_key",
+        "claim_id",
+        "claim_node",
+        "attempts",
+        "reprint_of",
+        "submitted_by",
+        "created_at",
+        "claimed_at",
+        "received_at",
+        "finished_at",
+        "expires_at",
+    )
+    readonly_fields = fields
+
+    @admin.display(description=_("id"), ordering="id")
+    def short_id(self, job: PrintJob) -> str:
+        return str(job.id)[:8]
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # The list keeps "change" for its actions; a job itself is never edited by hand.
+        return obj is None and super().has_change_permission(request)
+
+    @admin.action(description=_("Cancel selected jobs"), permissions=["change"])
+    def cancel_jobs(self, request, queryset):
+        done, failures = 0, []
+        for job in queryset:
+            try:
+                api.cancel_job(job, by=actor(request))
+                done += 1
+            except QPrintError as exc:
+                failures.append(f"{str(job.id)[:8]}: {exc.message}")
+        report(
+            self,
+            request,
+            done,
+            failures,
+            "Cancelled %(count)d job (or asked its device to).",
+            "Cancelled %(count)d jobs (or asked their devices to).",
+        )
+
+    @admin.action(description=_("Reprint selected jobs"), permissions=["change"])
+    def reprint_jobs(self, request, queryset):
+        done, failures = 0, []
+        for job in queryset:
+            try:
+                api.reprint_job(job, by=actor(request))
+                done += 1
+            except QPrintError as exc:
+                failures.append(f"{str(job.id)[:8]}: {exc.message}")
+        report(
+            self,
+            request,
+            done,
+            failures,
+            "Queued a reprint of %(count)d job.",
+            "Queued reprints of %(count)d jobs.",
+        )
+
+
+# --- Commands, events, keys --------------------------------------------------------------------
+
+
+@admin.register(DeviceCommand)
+class DeviceCommandAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("type", "device", "status", "created_at", "delivered_at", "finished_at")
+    list_filter = ("status", "type")
+    list_select_related = ("device",)
+    search_fields = ("=id", "type", "device__name")
+    date_hierarchy = "created_at"
+    readonly_fields = (
+        "id",
+        "device",
+        "type",
+        "payload",
+        "status",
+        "created_at",
+        "delivered_at",
+        "finished_at",
+        "result",
+    )
+    fields = readonly_fields
+
+
+@admin.register(PrintJobEvent)
+class PrintJobEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
+    list_display = ("type", "source", "job", "device", "occurred_at", "recorded_at")
+    list_filter = ("source", "type")
+    list_select_related = ("job", "device")
+    search_fields = ("=event_id", "=job__id")
+    date_hierarchy = "recorded_at"
+    readonly_fields = (
+        "event_id",
+        "job",
+        "device",
+        "source",
+        "type",
+        "message",
+        "detail",
+        "occurred_at",
+        "recorded_at",
+        "fingerprint",
+    )
+    fields = readonly_fields
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ApplicationKey)
+class ApplicationKeyAdmin(admin.ModelAdmin):
+    list_display = ("name", "tenant", "created_at", "last_used_at", "revoked")
+    list_filter = ("tenant", "revoked")
+    search_fields = ("name", "tenant")
+    actions = ("revoke_keys",)
+    # The hash is never shown: it would only help an attacker to test guesses offline.
+    exclude = ("key_hash",)
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return ("tenant", "name")
+        return ("tenant", "name", "created_at", "last_used_at", "revoked")
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if obj is None else ("tenant", "name", "created_at", "last_used_at", "revoked")
+
+    def save_model(self, request, obj: ApplicationKey, form, change: bool) -> None:
+        if change:
+            return  # nothing of a key is edited by hand; revoke it with the action
+        key, secret = api.create_application_key(obj.tenant, obj.name)
+        obj.pk = key.pk
+        obj.key_hash = key.key_hash
+        request._qprint_new_secret = secret
+
+    def response_add(self, request, obj, post_url_continue=None) -> HttpResponse:
+        secret = getattr(request, "_qprint_new_secret", None)
+        if secret is None:
+            return super().response_add(request, obj, post_url_continue)
+        return show_secrets_once(
+            self, request, [(obj, secret)], title=_("Application key"), secret_label=_("key")
+        )
+
+    @admin.action(description=_("Revoke selected keys"), permissions=["change"])
+    def revoke_keys(self, request, queryset):
+        done, failures = 0, []
+        for key in queryset.filter(revoked=False):
+            try:
+                api.revoke_application_key(key.tenant, key.name)
+                done += 1
+            except QPrintError as exc:
+                failures.append(f"{key}: {exc.message}")
+        report(
+            self,
+            request,
+            done,
+            failures,
+            "Revoked %(count)d key.",
+            "Revoked %(count)d keys.",
+        )
