@@ -20,6 +20,8 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhos
 
 INSTALLED_APPS = [
     "daphne",
+    # Before the admin: qcluster adds its nodes widget to the admin index template.
+    "qcluster",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -27,7 +29,6 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
-    "qcluster",
     "qprint",
 ]
 
@@ -95,6 +96,10 @@ if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):
     QPRINT["HEARTBEAT_SECONDS"] = env.int("QPRINT_HEARTBEAT_SECONDS")
 
 QCLUSTER = {}
+if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):
+    QCLUSTER["DRAIN_GRACE_SECONDS"] = env.int("QCLUSTER_DRAIN_GRACE_SECONDS")
+if env.str("QCLUSTER_WIDGET_REFRESH_SECONDS", default=""):
+    QCLUSTER["WIDGET_REFRESH_SECONDS"] = env.int("QCLUSTER_WIDGET_REFRESH_SECONDS")
 
 LOGGING = {
     "version": 1,
