@@ -3,8 +3,11 @@
 from django.contrib import admin
 from django.urls import include, path
 
+from example_project import views
+
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("qprint/", include("qprint.urls")),
     path("qcluster/", include("qcluster.urls")),
+    path("metrics", views.metrics, name="metrics"),
 ]
