@@ -1,4 +1,11 @@
-from django.urls import path  # noqa: F401
+"""Mount with ``path("qcluster/", include("qcluster.urls"))``."""
+
+from django.urls import path
+
+from qcluster import views
 
 app_name = "qcluster"
-urlpatterns: list = []
+urlpatterns = [
+    path("health/", views.health, name="health"),
+    path("ready/", views.ready, name="ready"),
+]

@@ -1,0 +1,31 @@
+"""``{% qcluster_nodes_widget %}``: the nodes-by-role table on the admin index and app page."""
+
+from django import template
+from django.urls import NoReverseMatch, reverse
+
+from qcluster import overview
+from qcluster.conf import cluster_settings
+
+register = template.Library()
+
+
+@register.inclusion_tag("admin/qcluster/nodes_widget.html", takes_context=True)
+def qcluster_nodes_widget(context) -> dict:
+    """Rendered filled in (no flash of an empty table), then refreshed by a few lines of JS.
+
+    Renders nothing for a user who may not view nodes.
+    """
+    request = context.get("request")
+    user = getattr(request, "user", None)
+    if user is None or not user.has_perm("qcluster.view_clusternode"):
+        return {"visible": False}
+    try:
+        url = reverse("admin:qcluster_clusternode_widget")
+    except NoReverseMatch:  # the node admin is not registered on this site
+        return {"visible": False}
+    return {
+        "visible": True,
+        "url": url,
+        "refresh_seconds": cluster_settings.WIDGET_REFRESH_SECONDS,
+        "data": overview.nodes_by_role(),
+    }
