@@ -1,0 +1,207 @@
+"""``python -m qprint.agent`` / ``manage.py qprint_agent`` / ``qprint-agent``: the command line."""
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import tempfile
+
+from qprint.agent import __version__
+from qprint.agent.config import AgentConfig, devices_from
+from qprint.agent.simulator import Fleet
+from qprint.agent.spoolers import make_spooler
+
+DESCRIPTION = """\
+The reference qprint print agent. It holds one realtime socket per device to a qprint server,
+claims the device's print jobs, downloads and verifies each document (size and sha256), hands it
+to a spooler and reports what happened. A local journal (SQLite) makes sure that a job is never
+printed twice: a job already final is never submitted again, and a submission interrupted by a
+crash is reported OUTCOME_UNKNOWN instead of being printed again.
+"""
+
+EPILOG = """\
+exit status: 0 stopped on SIGTERM/SIGINT; 2 the server refused a device's token (401/403);
+3 the server disabled a device or revoked its token (close 4001); 64 bad arguments.
+
+examples:
+  python -m qprint.agent --url http://127.0.0.1:8000/qprint/ --token-file device.token \\
+      --spooler cups --cups-queue Office
+  python -m qprint.agent --url http://lb/qprint/ --devices 20 --tokens-file tokens.txt \\
+      --spooler directory --spool-dir /tmp/printed
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m qprint.agent",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    server = parser.add_argument_group("server")
+    server.add_argument(
+        "--url",
+        action="append",
+        dest="urls",
+        default=[],
+        metavar="URL",
+        help="where qprint is mounted, e.g. http://lb:8000/qprint/ (the socket is URL + "
+        "ws/device/). Repeat for several nodes: the agent moves to the next one when a "
+        "connection fails or a node drains. Default: $QPRINT_AGENT_URLS (comma separated).",
+    )
+    server.add_argument(
+        "--backoff-initial",
+        type=float,
+        default=0.5,
+        metavar="SECONDS",
+        help="first reconnect delay; each failure doubles it, with jitter (default 0.5)",
+    )
+    server.add_argument(
+        "--backoff-max",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="longest reconnect delay (default 30)",
+    )
+    devices = parser.add_argument_group("devices")
+    devices.add_argument(
+        "--token",
+        action="append",
+        dest="tokens",
+        default=[],
+        metavar="TOKEN",
+        help="a device token (prefer --token-file or $QPRINT_AGENT_TOKEN: arguments are visible "
+        "to other users of the machine). Repeat for several devices.",
+    )
+    devices.add_argument(
+        "--token-file",
+        "--tokens-file",
+        dest="tokens_file",
+        metavar="FILE",
+        help="a file with one device per line: TOKEN, or NAME TOKEN",
+    )
+    devices.add_argument(
+        "--name",
+        default="device",
+        help="device name in the logs (default 'device'; with "
+        "--devices N, NAME-1 .. NAME-N unless the tokens file names them)",
+    )
+    devices.add_argument(
+        "--devices",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N simulated devices in this process, one per token (default: one per token)",
+    )
+    devices.add_argument(
+        "--state-dir",
+        default=os.environ.get("QPRINT_AGENT_STATE_DIR")
+        or os.path.join(tempfile.gettempdir(), "qprint-agent"),
+        help="where each device's journal (NAME.journal.sqlite3) lives; keep it across restarts "
+        "(default $QPRINT_AGENT_STATE_DIR or %(default)s)",
+    )
+    spool = parser.add_argument_group("spooler")
+    spool.add_argument(
+        "--spooler",
+        choices=["cups", "directory", "null"],
+        default="null",
+        help="cups: submit with lp and follow the CUPS job; directory: write each document to "
+        "--spool-dir once; null: accept and discard (default null)",
+    )
+    spool.add_argument("--spool-dir", metavar="DIR", help="directory of the directory spooler")
+    spool.add_argument(
+        "--cups-queue",
+        metavar="QUEUE",
+        help="CUPS queue for jobs without a printer (default: the CUPS default destination); "
+        "CUPS_SERVER selects the CUPS server as for lp",
+    )
+    spool.add_argument(
+        "--follow-timeout",
+        type=float,
+        default=600.0,
+        metavar="SECONDS",
+        help="how long to follow a spooled job before reporting OUTCOME_UNKNOWN (default 600)",
+    )
+    spool.add_argument(
+        "--no-report-printers",
+        dest="report_printers",
+        action="store_false",
+        help="do not send the spooler's printers to the server on connect",
+    )
+    parser.add_argument(
+        "--shutdown-grace",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="on SIGTERM, how long to let a job in progress finish (default 30)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("QPRINT_AGENT_LOG_LEVEL", "INFO"),
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="default INFO",
+    )
+    parser.add_argument("--version", action="version", version=f"qprint-agent {__version__}")
+    return parser
+
+
+def config_from(args: argparse.Namespace) -> AgentConfig:
+    urls = args.urls or [u for u in os.environ.get("QPRINT_AGENT_URLS", "").split(",") if u]
+    if not urls:
+        raise ValueError("no server: give --url or QPRINT_AGENT_URLS")
+    if args.spooler == "directory" and not args.spool_dir:
+        raise ValueError("--spooler directory needs --spool-dir")
+    return AgentConfig(
+        urls=urls,
+        devices=devices_from(
+            tokens=args.tokens,
+            tokens_file=args.tokens_file,
+            name=args.name,
+            count=args.devices,
+            state_dir=args.state_dir,
+        ),
+        spooler=args.spooler,
+        spool_dir=args.spool_dir,
+        cups_queue=args.cups_queue,
+        backoff_initial=args.backoff_initial,
+        backoff_max=args.backoff_max,
+        follow_timeout=args.follow_timeout,
+        shutdown_grace=args.shutdown_grace,
+        report_printers=args.report_printers,
+    )
+
+
+async def run(config: AgentConfig) -> int:
+    spooler = make_spooler(config.spooler, directory=config.spool_dir, queue=config.cups_queue)
+    fleet = Fleet(config, spooler)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, fleet.request_stop)
+    status = await fleet.run()
+    logging.getLogger("qprint.agent").info("agent_stopped status=%d", status)
+    return status
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+        stream=sys.stderr,
+    )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per request is noise
+    logging.getLogger("websockets").setLevel(logging.WARNING)
+    try:
+        config = config_from(args)
+    except ValueError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 64
+    return asyncio.run(run(config))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

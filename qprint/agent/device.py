@@ -1,0 +1,375 @@
+"""One device's life: connect, hold the socket, and keep its worker fed with wakeups.
+
+The socket comes and goes (node killed, drained, network gone); the worker (claims, jobs,
+commands, reports) lives for the whole process so a job in progress is never cut off by a
+reconnect. A device stops for good only when the server refuses its credentials (401/403 at the
+upgrade) or closes with 4001 (disabled or revoked); it says so in the log.
+"""
+
+import asyncio
+import contextlib
+import logging
+import platform
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from websockets.exceptions import ConnectionClosed, InvalidHandshake
+
+from qprint.agent import __version__
+from qprint.agent import journal as j
+from qprint.agent import protocol as p
+from qprint.agent.config import AgentConfig, DeviceConfig
+from qprint.agent.connection import (
+    Backoff,
+    Disposition,
+    UrlRotation,
+    classify_close,
+    classify_handshake_failure,
+    close_code,
+    handshake_status,
+    open_socket,
+    reconnect_jitter,
+)
+from qprint.agent.spoolers import Spooler
+from qprint.agent.worker import (
+    DONE,
+    GATE_RETRY_CODES,
+    Assignment,
+    CommandRunner,
+    JobRunner,
+    Reporter,
+    error_code,
+    report_printers,
+)
+
+logger = logging.getLogger("qprint.agent")
+
+# Exit reasons of a device.
+STOPPED = "stopped"
+CREDENTIALS_REFUSED = "credentials_refused"
+DISABLED = "disabled"
+
+
+@dataclass
+class AppliedState:
+    """What the device has applied from the server: answered in every ``state`` frame."""
+
+    control_revision: int = 0
+    paused: bool = False
+    settings_revision: int = 0
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+class DeviceAgent:
+    def __init__(self, config: AgentConfig, device: DeviceConfig, spooler: Spooler):
+        self.config = config
+        self.device = device
+        self.name = device.name
+        self.spooler = spooler
+        self.urls = UrlRotation(config.urls)
+        self.backoff = Backoff(config.backoff_initial, config.backoff_max)
+        self.journal = j.Journal(device.journal_path)
+        self.http = httpx.AsyncClient(
+            headers={
+                "Authorization": f"Bearer {device.token}",
+                "User-Agent": f"qprint-agent/{__version__} ({platform.system()})",
+            },
+            timeout=httpx.Timeout(10.0, read=30.0),
+        )
+        self.reporter = Reporter(self.name, self.journal, self.http)
+        self.jobs = JobRunner(
+            self.name, self.journal, self.http, self.reporter, spooler, config.follow_timeout
+        )
+        self.commands = CommandRunner(self.name, self.journal, self.http, self.reporter, spooler)
+        self.applied = AppliedState()
+        self.wake = asyncio.Event()
+        self.stopping = asyncio.Event()
+        self.connected = False
+        self.hello: p.Hello | None = None
+        self.exit_reason = STOPPED
+        self._ws = None
+        self._background: set[asyncio.Task] = set()
+        self._retry_handle: asyncio.TimerHandle | None = None
+
+    @property
+    def endpoints(self) -> p.Endpoints:
+        return self.urls.current
+
+    # -- life --------------------------------------------------------------------------------
+
+    async def run(self) -> str:
+        """Run until stopped (SIGTERM) or refused; returns why it ended."""
+        interrupted = self.journal.recover()
+        for entry in interrupted:
+            logger.warning(
+                "job_outcome_unknown device=%s job=%s reason=interrupted_submission",
+                self.name,
+                entry.job_id,
+            )
+        worker = asyncio.create_task(self._work(), name=f"{self.name}-worker")
+        try:
+            await self._connect_forever()
+        finally:
+            self.connected = False
+            self.stopping.set()
+            self.wake.set()
+            try:
+                await asyncio.wait_for(worker, self.config.shutdown_grace)
+            except TimeoutError:
+                logger.warning("shutdown_grace_exceeded device=%s", self.name)
+            for task in list(self._background):
+                task.cancel()
+            await asyncio.gather(*self._background, return_exceptions=True)
+            await self.http.aclose()
+            self.journal.close()
+        return self.exit_reason
+
+    def request_stop(self) -> None:
+        """Stop cleanly: close the socket, finish the job in hand, claim nothing more."""
+        self.stopping.set()
+        self.wake.set()
+        if self._ws is not None:
+            self._spawn(self._ws.close(1000, "agent stopping"))
+
+    async def _sleep(self, seconds: float) -> None:
+        """Sleep, but wake at once when asked to stop."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.stopping.wait(), seconds)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    # -- connection --------------------------------------------------------------------------
+
+    async def _connect_forever(self) -> None:
+        while not self.stopping.is_set():
+            endpoints = self.endpoints
+            disposition = Disposition.RETRY
+            try:
+                ws = await open_socket(endpoints, self.device.token)
+            except (InvalidHandshake, OSError, TimeoutError) as exc:
+                disposition = classify_handshake_failure(exc)
+                status = handshake_status(exc)
+                if disposition is Disposition.STOP:
+                    self.exit_reason = CREDENTIALS_REFUSED
+                    logger.error(
+                        "credentials_refused device=%s url=%s status=%s: the server refused this "
+                        "device's token; create or rotate it and restart the agent",
+                        self.name,
+                        endpoints.socket,
+                        status,
+                    )
+                    return
+                logger.info(
+                    "connect_failed device=%s url=%s status=%s error=%s",
+                    self.name,
+                    endpoints.socket,
+                    status,
+                    exc.__class__.__name__,
+                )
+            else:
+                disposition = await self._hold(ws, endpoints)
+                if disposition is Disposition.STOP:
+                    self.exit_reason = DISABLED
+                    return
+            if self.stopping.is_set():
+                return
+            if disposition is Disposition.RECONNECT_NOW:
+                self.urls.advance()
+                await self._sleep(reconnect_jitter())
+            else:
+                if len(self.urls.endpoints) > 1:
+                    self.urls.advance()
+                await self._sleep(self.backoff.next_delay())
+
+    async def _hold(self, ws, endpoints: p.Endpoints) -> Disposition:
+        """One connection, from hello to close."""
+        self._ws = ws
+        code: int | None = None
+        pinger: asyncio.Task | None = None
+        try:
+            hello = p.parse_hello(p.parse_frame(await asyncio.wait_for(ws.recv(), 10)))
+            self.hello = hello
+            self.applied.control_revision, self.applied.paused = (
+                hello.control_revision,
+                hello.paused,
+            )
+            self.applied.settings_revision = hello.settings_revision
+            self.applied.settings = hello.settings
+            await self._send_state(ws)
+            self.connected = True
+            self.backoff.reset()
+            logger.info(
+                "connected device=%s node=%s connection=%s url=%s paused=%s",
+                self.name,
+                hello.node,
+                hello.connection_id,
+                endpoints.base,
+                hello.paused,
+            )
+            pinger = asyncio.create_task(self._ping(ws, hello.heartbeat_seconds))
+            if self.config.report_printers:
+                self._spawn(self._report_printers(endpoints))
+            self.wake.set()
+            async for message in ws:
+                await self._on_frame(ws, endpoints, message)
+        except ConnectionClosed as exc:
+            code = close_code(exc)
+        except p.ProtocolError as exc:
+            logger.error("protocol_error device=%s error=%s", self.name, exc)
+            await ws.close(p.CloseCode.PROTOCOL_ERROR, "bad frame")
+        except TimeoutError:
+            logger.warning("no_hello device=%s url=%s", self.name, endpoints.base)
+            await ws.close()
+        finally:
+            self.connected = False
+            self._ws = None
+            if pinger is not None:
+                pinger.cancel()
+        received = ws.protocol.close_rcvd
+        if code is None and received is not None:
+            code = received.code
+        reason = received.reason if received is not None else ""
+        disposition = classify_close(code)
+        if self.stopping.is_set():
+            logger.info("disconnected device=%s reason=stopping", self.name)
+        elif disposition is Disposition.STOP:
+            logger.error(
+                "device_disabled device=%s code=%s reason=%s: the server disabled this "
+                "device or revoked its token; the agent stops",
+                self.name,
+                code,
+                reason,
+            )
+        else:
+            logger.info(
+                "disconnected device=%s code=%s reason=%s next=%s",
+                self.name,
+                code,
+                reason,
+                disposition.value,
+            )
+        return disposition
+
+    async def _send_state(self, ws) -> None:
+        await ws.send(p.state_frame(self.applied.control_revision, self.applied.settings_revision))
+
+    async def _ping(self, ws, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await ws.send(p.ping_frame())
+            except ConnectionClosed:
+                return
+
+    async def _on_frame(self, ws, endpoints: p.Endpoints, message) -> None:
+        try:
+            frame = p.parse_frame(message)
+        except p.ProtocolError as exc:
+            logger.warning("frame_ignored device=%s error=%s", self.name, exc)
+            return
+        kind = frame["type"]
+        if kind == "wake":
+            self.wake.set()
+        elif kind == "control":
+            revision, paused = p.parse_control(frame)
+            if paused != self.applied.paused:
+                logger.info(
+                    "control_applied device=%s paused=%s revision=%s", self.name, paused, revision
+                )
+            self.applied.control_revision, self.applied.paused = revision, paused
+            await self._send_state(ws)
+            self.wake.set()
+        elif kind == "settings":
+            self.applied.settings_revision, self.applied.settings = p.parse_settings(frame)
+            logger.info(
+                "settings_applied device=%s revision=%s", self.name, self.applied.settings_revision
+            )
+            await self._send_state(ws)
+            self.wake.set()
+        elif kind == "command":
+            command_id, command_type, payload = p.parse_command(frame)
+            self._spawn(self.commands.run(endpoints, command_id, command_type, payload))
+        elif kind == "error":
+            logger.warning(
+                "server_error device=%s code=%s message=%s",
+                self.name,
+                frame.get("code"),
+                frame.get("message"),
+            )
+        # hello again or a frame type from a newer protocol: nothing to do
+
+    async def _report_printers(self, endpoints: p.Endpoints) -> None:
+        try:
+            await report_printers(self.http, endpoints, self.spooler)
+        except Exception as exc:
+            logger.warning("printers_not_reported device=%s error=%r", self.name, exc)
+
+    # -- work --------------------------------------------------------------------------------
+
+    async def _work(self) -> None:
+        """Claim on every wakeup (connect, ``wake`` frame, after each job, retry timer)."""
+        resumed = False
+        while True:
+            await self.wake.wait()
+            self.wake.clear()
+            if self.stopping.is_set():
+                await self.reporter.flush(self.endpoints)
+                return
+            if not resumed:
+                resumed = True
+                for entry in self.journal.jobs_in(j.SPOOLED):
+                    await self.jobs.finish_spooled(self.endpoints, entry)
+            if not await self.reporter.flush(self.endpoints):
+                self._wake_later(min(5.0, self.backoff.maximum))  # reports are retried
+            else:
+                await self.jobs.resume_received(self.endpoints)
+            if not self.connected or self.applied.paused:
+                continue
+            try:
+                await self._claim_until_empty()
+            except httpx.HTTPError as exc:
+                logger.info("claim_deferred device=%s error=%s", self.name, exc.__class__.__name__)
+                self._wake_later(self.backoff.step())
+
+    async def _claim_until_empty(self) -> None:
+        gate_retries = 0
+        last_job, repeats = None, 0
+        while self.connected and not self.stopping.is_set() and not self.applied.paused:
+            endpoints = self.endpoints
+            response = await self.http.post(endpoints.claim)
+            status = response.status_code
+            if status == 204:
+                return
+            if status == 200:
+                assignment = Assignment.from_body(response.json())
+                repeats = repeats + 1 if assignment.job_id == last_job else 0
+                last_job = assignment.job_id
+                if repeats >= 3:
+                    logger.error("job_replayed_repeatedly device=%s job=%s", self.name, last_job)
+                    self._wake_later(self.backoff.maximum)
+                    return
+                if await self.jobs.handle(endpoints, assignment) != DONE:
+                    self._wake_later(self.backoff.step())
+                    return
+                continue
+            code = error_code(response)
+            if status == 409 and code in GATE_RETRY_CODES and gate_retries < 5:
+                gate_retries += 1
+                await self._sleep(0.1 * 2**gate_retries)
+                continue
+            if status == 409 or status in (401, 403):
+                logger.info("claim_refused device=%s status=%s error=%s", self.name, status, code)
+                return
+            logger.info("claim_deferred device=%s status=%s", self.name, status)
+            self._wake_later(self.backoff.step())
+            return
+
+    def _wake_later(self, delay: float) -> None:
+        if self._retry_handle is not None:
+            self._retry_handle.cancel()
+        self._retry_handle = asyncio.get_running_loop().call_later(delay, self.wake.set)

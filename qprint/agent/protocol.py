@@ -1,0 +1,192 @@
+"""Wire protocol v1 of the device socket and the device HTTP API, seen from the device.
+
+Frames are JSON text objects with a ``type``; the server speaks first with ``hello``. This module
+only builds and checks frames and URLs: no I/O happens here.
+"""
+
+import json
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+SUBPROTOCOL = "qprint.v1"
+
+# Events a device reports about a job; the final ones end the job on the server.
+EVENT_TYPES = (
+    "RECEIVED",
+    "SPOOLED",
+    "PRINTED",
+    "FAILED",
+    "OUTCOME_UNKNOWN",
+    "CANCELLED",
+    "PROGRESS",
+)
+FINAL_EVENT_TYPES = frozenset({"PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED"})
+
+COMMAND_TYPES = ("CANCEL_JOB", "PRINT_TEST_PAGE", "REPORT_PRINTERS")
+
+
+class CloseCode(IntEnum):
+    """Close codes the server uses (SPEC 3.6)."""
+
+    GOING_AWAY = 1001
+    SERVICE_RESTART = 1012
+    REPLACED = 4000
+    DISABLED = 4001
+    DRAINING = 4003
+    PROTOCOL_ERROR = 4400
+    HEARTBEAT_MISSED = 4408
+
+
+class ProtocolError(Exception):
+    """A frame the agent cannot understand."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    connection_id: str
+    node: str
+    heartbeat_seconds: float
+    control_revision: int
+    paused: bool
+    settings_revision: int
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_frame(text: str | bytes) -> dict[str, Any]:
+    """Decode one frame; raise ``ProtocolError`` unless it is a JSON object with a string type."""
+    if isinstance(text, bytes):
+        raise ProtocolError("binary frames are not part of wire v1")
+    try:
+        frame = json.loads(text)
+    except ValueError as exc:
+        raise ProtocolError(f"frame is not JSON: {exc}") from exc
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise ProtocolError("frame is not an object with a string 'type'")
+    return frame
+
+
+def _int(frame: dict[str, Any], key: str) -> int:
+    value = frame.get(key)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ProtocolError(f"'{key}' must be an integer, got {value!r}")
+    return value
+
+
+def parse_hello(frame: dict[str, Any]) -> Hello:
+    if frame.get("type") != "hello":
+        raise ProtocolError(f"expected hello, got {frame.get('type')!r}")
+    control = frame.get("control") or {}
+    settings = frame.get("settings") or {}
+    heartbeat = frame.get("heartbeat_seconds")
+    if not isinstance(heartbeat, int | float) or heartbeat <= 0:
+        raise ProtocolError(f"bad heartbeat_seconds {heartbeat!r}")
+    return Hello(
+        connection_id=str(frame.get("connection_id", "")),
+        node=str(frame.get("node", "")),
+        heartbeat_seconds=float(heartbeat),
+        control_revision=_int(control, "revision"),
+        paused=bool(control.get("paused", False)),
+        settings_revision=_int(settings, "revision"),
+        settings=dict(settings.get("values") or {}),
+    )
+
+
+def parse_control(frame: dict[str, Any]) -> tuple[int, bool]:
+    return _int(frame, "revision"), bool(frame.get("paused", False))
+
+
+def parse_settings(frame: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return _int(frame, "revision"), dict(frame.get("values") or {})
+
+
+def parse_command(frame: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    """``(command_id, command type, payload)`` of a ``command`` frame.
+
+    SPEC 3.6 writes the frame as ``{command_id, type, payload}`` while ``type`` already names the
+    frame; the command's own type is read from ``command_type`` (what the server sends), else
+    ``kind``, else a nested ``command`` object.
+    """
+    nested = frame.get("command") if isinstance(frame.get("command"), dict) else {}
+    command_id = frame.get("command_id") or nested.get("command_id") or nested.get("id")
+    kind = frame.get("command_type") or frame.get("kind") or nested.get("type")
+    payload = frame.get("payload", nested.get("payload")) or {}
+    if not isinstance(command_id, str) or not command_id:
+        raise ProtocolError("command frame without command_id")
+    if not isinstance(kind, str) or not kind:
+        raise ProtocolError("command frame without a command type")
+    if not isinstance(payload, dict):
+        raise ProtocolError("command payload must be an object")
+    return command_id, kind, payload
+
+
+def state_frame(control_revision: int, settings_revision: int) -> str:
+    return json.dumps(
+        {
+            "type": "state",
+            "control_revision": control_revision,
+            "settings_revision": settings_revision,
+        }
+    )
+
+
+def ping_frame() -> str:
+    return '{"type": "ping"}'
+
+
+def printers_frame(printers: list[dict[str, Any]]) -> str:
+    return json.dumps({"type": "printers", "printers": printers})
+
+
+@dataclass(frozen=True)
+class Endpoints:
+    """Where one server (a node or the load balancer) answers, derived from one base URL.
+
+    The base is the mount of ``qprint.urls`` (``http://host:8000/qprint/``); a socket URL
+    (``ws://host:8000/qprint/ws/device/``) is accepted too and mapped back to its base.
+    """
+
+    base: str
+
+    @classmethod
+    def from_url(cls, url: str) -> "Endpoints":
+        parts = urlsplit(url)
+        scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
+        if scheme not in ("http", "https"):
+            raise ValueError(f"unsupported URL scheme in {url!r}")
+        path = parts.path or "/"
+        if path.rstrip("/").endswith("ws/device"):
+            path = path.rstrip("/")[: -len("ws/device")]
+        if not path.endswith("/"):
+            path += "/"
+        return cls(urlunsplit((scheme, parts.netloc, path, "", "")))
+
+    @property
+    def socket(self) -> str:
+        parts = urlsplit(self.base)
+        scheme = "wss" if parts.scheme == "https" else "ws"
+        return urlunsplit((scheme, parts.netloc, parts.path + "ws/device/", "", ""))
+
+    @property
+    def claim(self) -> str:
+        return self.base + "api/v1/device/claim"
+
+    @property
+    def printers(self) -> str:
+        return self.base + "api/v1/device/printers"
+
+    def document(self, job_id: str) -> str:
+        return self.base + f"api/v1/device/jobs/{job_id}/document"
+
+    def resolve(self, url: str) -> str:
+        """An URL from the server (e.g. ``document_url``), absolute or relative to this base."""
+        return urljoin(self.base, url)
+
+    @staticmethod
+    def events_path(job_id: str) -> str:
+        return f"api/v1/device/jobs/{job_id}/events"
+
+    @staticmethod
+    def command_result_path(command_id: str) -> str:
+        return f"api/v1/device/commands/{command_id}/result"

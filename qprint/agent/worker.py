@@ -1,0 +1,393 @@
+"""The device's work: claim, download, verify, spool, report; and the server's commands.
+
+Everything that changes the world (the spooler, a cancellation) is preceded by a journal write,
+and every report to the server comes from the journal's outbox (see ``journal``). The worker
+outlives the socket: a job in progress is finished and reported over HTTP even while the device
+reconnects.
+"""
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from qprint.agent import journal as j
+from qprint.agent.protocol import Endpoints
+from qprint.agent.spoolers import AlreadySpooled, Spooler, SpoolJob, SpoolRejected
+
+logger = logging.getLogger("qprint.agent")
+
+# Claim answers that mean "the gate is not open yet" right after (re)connecting: the server may
+# not have processed our ``state`` frame. Retried a few times, then left to the next wakeup.
+GATE_RETRY_CODES = frozenset({"not_connected", "not_ready", "stale_control", "stale_settings"})
+
+
+def error_code(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    return str(body.get("error", "")) if isinstance(body, dict) else ""
+
+
+class Reporter:
+    """Sends the journal's outbox, oldest first, until each report is acknowledged.
+
+    A 2xx acknowledges; a 4xx that no retry can change (409 conflict/backwards/cancelled/stale,
+    404, 422) is acknowledged as rejected and logged; 401/403/429, 5xx and network errors leave
+    the report for the next flush, and stop this one so the order of a job's events holds.
+    """
+
+    def __init__(self, device: str, journal: j.Journal, http: httpx.AsyncClient):
+        self.device = device
+        self.journal = journal
+        self.http = http
+        self._lock = asyncio.Lock()
+
+    async def flush(self, endpoints: Endpoints) -> bool:
+        """True when nothing is left to send."""
+        async with self._lock:
+            while True:
+                batch = self.journal.pending()
+                if not batch:
+                    return True
+                for report in batch:
+                    if not await self._send(endpoints, report):
+                        return False
+
+    async def _send(self, endpoints: Endpoints, report: j.Report) -> bool:
+        try:
+            response = await self.http.post(endpoints.base + report.path, json=report.body)
+        except httpx.HTTPError as exc:
+            logger.info(
+                "report_deferred device=%s key=%s error=%s",
+                self.device,
+                report.key,
+                exc.__class__.__name__,
+            )
+            return False
+        status = response.status_code
+        if status in (200, 201):
+            self.journal.acknowledge(report.seq, "ok")
+            return True
+        if status in (401, 403, 408, 429) or status >= 500:
+            logger.info(
+                "report_deferred device=%s key=%s status=%s", self.device, report.key, status
+            )
+            return False
+        code = error_code(response)
+        self.journal.acknowledge(report.seq, f"{status}:{code}")
+        logger.warning(
+            "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
+            self.device,
+            report.key,
+            report.job_id,
+            report.body.get("type"),
+            status,
+            code,
+        )
+        if code == "job_cancelled" and report.job_id:
+            # Cancelled before we received it: never print it.
+            self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
+        return True
+
+
+@dataclass(frozen=True)
+class Assignment:
+    job_id: str
+    claim_id: str
+    title: str
+    content_type: str
+    size: int
+    sha256: str
+    printer: str | None
+    options: dict[str, Any]
+    document_url: str
+    body: dict[str, Any]
+
+    @classmethod
+    def from_body(cls, body: dict[str, Any]) -> "Assignment":
+        return cls(
+            job_id=str(body["job_id"]),
+            claim_id=str(body["claim_id"]),
+            title=str(body.get("title") or ""),
+            content_type=str(body.get("content_type") or "application/octet-stream"),
+            size=int(body["size"]),
+            sha256=str(body["sha256"]).lower(),
+            printer=body.get("printer") or None,
+            options=dict(body.get("options") or {}),
+            document_url=str(body.get("document_url") or ""),
+            body=body,
+        )
+
+
+# What handling an assignment led to.
+DONE = "done"  # the job reached a state the server was told about; claim the next one
+RETRY_LATER = "retry_later"  # the server or the network failed us; claim again after a delay
+
+
+class JobRunner:
+    """Takes one assignment from claim to a final report, guarded by the journal."""
+
+    def __init__(
+        self,
+        device: str,
+        journal: j.Journal,
+        http: httpx.AsyncClient,
+        reporter: Reporter,
+        spooler: Spooler,
+        follow_timeout: float,
+    ):
+        self.device = device
+        self.journal = journal
+        self.http = http
+        self.reporter = reporter
+        self.spooler = spooler
+        self.follow_timeout = follow_timeout
+
+    async def handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
+        a = assignment
+        entry = self.journal.job(a.job_id)
+        if entry is not None and not entry.may_submit:
+            # Submitted before (or final): never again. Tell the server what we know.
+            if entry.final and not self.journal.has_pending(a.job_id):
+                self.journal.requeue_final_event(a.job_id, a.claim_id)
+            logger.info(
+                "job_replay_not_resubmitted device=%s job=%s state=%s",
+                self.device,
+                a.job_id,
+                entry.state,
+            )
+            if entry.state == j.SPOOLED and entry.spool_ref:
+                await self.finish_spooled(endpoints, entry)
+            await self.reporter.flush(endpoints)
+            return DONE
+        entry = self.journal.remember_claim(a.job_id, a.claim_id, a.title, a.body)
+        logger.info("job_claimed device=%s job=%s claim=%s", self.device, a.job_id, a.claim_id)
+
+        data, failure = await self._download(endpoints, a)
+        if failure == RETRY_LATER:
+            return RETRY_LATER
+        if failure is not None:
+            self.journal.advance(
+                a.job_id,
+                "FAILED",
+                event="FAILED",
+                message=failure[1],
+                detail={"reason": failure[0]},
+                expect=j.SUBMITTABLE_STATES,
+            )
+            logger.warning(
+                "job_failed device=%s job=%s reason=%s", self.device, a.job_id, failure[0]
+            )
+            await self.reporter.flush(endpoints)
+            return DONE
+
+        self.journal.advance(a.job_id, j.RECEIVED, event="RECEIVED", expect=frozenset({j.CLAIMED}))
+        if not await self.reporter.flush(endpoints):
+            return RETRY_LATER  # RECEIVED not acknowledged yet: the next claim replays this job
+        entry = self.journal.job(a.job_id)
+        assert entry is not None
+        if entry.state != j.RECEIVED or self._received_refused(a.job_id):
+            if entry.state == j.RECEIVED:
+                # The server refused RECEIVED (stale claim, backwards): this job is not ours.
+                self.journal.advance(a.job_id, "CANCELLED", expect=frozenset({j.RECEIVED}))
+            logger.info(
+                "job_not_printed device=%s job=%s state=%s", self.device, a.job_id, entry.state
+            )
+            return DONE
+
+        await self._submit(endpoints, a, data)
+        await self.reporter.flush(endpoints)
+        return DONE
+
+    async def resume_received(self, endpoints: Endpoints) -> None:
+        """Finish jobs whose RECEIVED the server acknowledged after we had to put them aside.
+
+        Once RECEIVED, the server no longer hands the job out, so the claim loop would never
+        bring it back.
+        """
+        for entry in self.journal.jobs_in(j.RECEIVED):
+            if self.journal.has_pending(entry.job_id) or self._received_refused(entry.job_id):
+                continue
+            body = self.journal.assignment(entry.job_id)
+            if body:
+                await self.handle(endpoints, Assignment.from_body(body))
+
+    def _received_refused(self, job_id: str) -> bool:
+        return any(
+            kind == "RECEIVED" and outcome not in (None, "ok")
+            for kind, outcome in self.journal.outcomes(job_id)
+        )
+
+    async def _download(
+        self, endpoints: Endpoints, a: Assignment
+    ) -> tuple[bytes, tuple[str, str] | str | None]:
+        url = endpoints.resolve(a.document_url) if a.document_url else endpoints.document(a.job_id)
+        try:
+            response = await self.http.get(url, timeout=httpx.Timeout(10, read=120))
+        except httpx.HTTPError as exc:
+            logger.info(
+                "download_deferred device=%s job=%s error=%s",
+                self.device,
+                a.job_id,
+                exc.__class__.__name__,
+            )
+            return b"", RETRY_LATER
+        if response.status_code == 404:
+            return b"", ("document_not_found", "the server has no document for this claim")
+        if response.status_code != 200:
+            logger.info(
+                "download_deferred device=%s job=%s status=%s",
+                self.device,
+                a.job_id,
+                response.status_code,
+            )
+            return b"", RETRY_LATER
+        data = response.content
+        if len(data) != a.size:
+            return data, ("size_mismatch", f"expected {a.size} bytes, got {len(data)}")
+        digest = hashlib.sha256(data).hexdigest()
+        if digest != a.sha256:
+            return data, ("checksum_mismatch", f"expected sha256 {a.sha256}, got {digest}")
+        return data, None
+
+    async def _submit(self, endpoints: Endpoints, a: Assignment, data: bytes) -> None:
+        # The point of no return: written (and fsync'd) before the spooler sees the document.
+        if not self.journal.advance(a.job_id, j.SUBMITTING, expect=frozenset({j.RECEIVED})):
+            return  # cancelled meanwhile
+        job = SpoolJob(a.job_id, a.title, a.content_type, data, a.printer, a.options)
+        try:
+            ref = await asyncio.to_thread(self.spooler.submit, job)
+        except SpoolRejected as exc:
+            self._finish(
+                a.job_id, "FAILED", f"spooler refused the document: {exc}", "spool_rejected"
+            )
+            return
+        except AlreadySpooled as exc:
+            self._finish(a.job_id, "PRINTED", f"document already written: {exc}", "already_spooled")
+            return
+        except Exception as exc:  # the spooler may or may not have the job: never guess
+            self._finish(a.job_id, "OUTCOME_UNKNOWN", f"spooler failed: {exc!r}", "spool_error")
+            return
+        self.journal.advance(
+            a.job_id,
+            j.SPOOLED,
+            event="SPOOLED",
+            spool_ref=ref,
+            detail={"spool_ref": ref},
+            expect=frozenset({j.SUBMITTING}),
+        )
+        logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
+        await self.reporter.flush(endpoints)
+        entry = self.journal.job(a.job_id)
+        assert entry is not None
+        await self.finish_spooled(endpoints, entry)
+
+    async def finish_spooled(self, endpoints: Endpoints, entry: j.JobEntry) -> None:
+        """Follow a spooled job until the spooler has finished it, then report how it ended."""
+        assert entry.spool_ref is not None
+        outcome = await asyncio.to_thread(self.spooler.follow, entry.spool_ref, self.follow_timeout)
+        self._finish(
+            entry.job_id, outcome.status, outcome.message, None, expect=frozenset({j.SPOOLED})
+        )
+
+    def _finish(
+        self,
+        job_id: str,
+        status: str,
+        message: str,
+        reason: str | None,
+        expect: frozenset[str] = frozenset({j.SUBMITTING}),
+    ) -> None:
+        detail = {"reason": reason} if reason else {}
+        if self.journal.advance(
+            job_id, status, event=status, message=message, detail=detail, expect=expect
+        ):
+            log = logger.info if status == "PRINTED" else logger.warning
+            log("job_%s device=%s job=%s message=%s", status.lower(), self.device, job_id, message)
+
+
+class CommandRunner:
+    """Runs each server command once (the journal remembers it) and reports the result."""
+
+    def __init__(
+        self,
+        device: str,
+        journal: j.Journal,
+        http: httpx.AsyncClient,
+        reporter: Reporter,
+        spooler: Spooler,
+    ):
+        self.device = device
+        self.journal = journal
+        self.http = http
+        self.reporter = reporter
+        self.spooler = spooler
+
+    async def run(self, endpoints: Endpoints, command_id: str, kind: str, payload: dict) -> None:
+        if not self.journal.start_command(command_id, kind):
+            await self.reporter.flush(endpoints)  # a repeat: its result may still be unsent
+            return
+        logger.info("command_started device=%s command=%s type=%s", self.device, command_id, kind)
+        try:
+            if kind == "CANCEL_JOB":
+                status, result = await self._cancel_job(endpoints, str(payload.get("job_id", "")))
+            elif kind == "PRINT_TEST_PAGE":
+                ref = await asyncio.to_thread(self.spooler.test_page, payload.get("printer"))
+                status, result = "DONE", {"spool_ref": ref}
+            elif kind == "REPORT_PRINTERS":
+                printers = await report_printers(self.http, endpoints, self.spooler)
+                status, result = "DONE", {"printers": printers}
+            else:
+                status, result = "FAILED", {"error": "unknown_command", "message": kind}
+        except Exception as exc:
+            status, result = "FAILED", {"error": exc.__class__.__name__, "message": str(exc)}
+        self.journal.finish_command(command_id, status, result)
+        logger.info(
+            "command_finished device=%s command=%s type=%s status=%s",
+            self.device,
+            command_id,
+            kind,
+            status,
+        )
+        await self.reporter.flush(endpoints)
+
+    async def _cancel_job(self, endpoints: Endpoints, job_id: str) -> tuple[str, dict[str, Any]]:
+        entry = self.journal.job(job_id)
+        if entry is None:
+            return "DONE", {"cancelled": False, "reason": "unknown_job"}
+        if entry.may_submit and self.journal.advance(
+            job_id,
+            "CANCELLED",
+            event="CANCELLED",
+            message="cancelled before printing",
+            expect=j.SUBMITTABLE_STATES,
+        ):
+            return "DONE", {"cancelled": True}
+        if entry.state == j.SPOOLED and entry.spool_ref:
+            stopped = await asyncio.to_thread(self.spooler.cancel, entry.spool_ref)
+            if stopped and self.journal.advance(
+                job_id,
+                "CANCELLED",
+                event="CANCELLED",
+                message="cancelled in the spooler",
+                expect=frozenset({j.SPOOLED}),
+            ):
+                return "DONE", {"cancelled": True}
+        entry = self.journal.job(job_id)
+        assert entry is not None
+        return "DONE", {"cancelled": False, "reason": f"job is {entry.state}"}
+
+
+async def report_printers(
+    http: httpx.AsyncClient, endpoints: Endpoints, spooler: Spooler
+) -> list[dict[str, Any]]:
+    """Send the spooler's printers as the device's full list (``PUT api/v1/device/printers``)."""
+    printers = await asyncio.to_thread(spooler.printers)
+    response = await http.put(endpoints.printers, json={"printers": printers})
+    response.raise_for_status()
+    return printers

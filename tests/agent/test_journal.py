@@ -1,0 +1,70 @@
+"""The journal's guarantees: what is final or was being submitted is never submitted again, and
+every report survives a restart with its event id."""
+
+from qprint.agent.journal import Journal
+
+
+def test_interrupted_submission_becomes_outcome_unknown_after_restart(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(path)
+    journal.remember_claim("job-1", "claim-1")
+    journal.advance("job-1", "RECEIVED", event="RECEIVED")
+    journal.advance("job-1", "SUBMITTING")
+    journal.close()  # the process dies while the spooler has the document
+
+    journal = Journal(path)
+    interrupted = journal.recover()
+    assert [e.job_id for e in interrupted] == ["job-1"]
+    entry = journal.job("job-1")
+    assert entry.state == "OUTCOME_UNKNOWN" and entry.final and not entry.may_submit
+    types = [r.body["type"] for r in journal.pending()]
+    assert types == ["RECEIVED", "OUTCOME_UNKNOWN"]
+    assert journal.pending()[-1].body["detail"] == {"reason": "interrupted_submission"}
+
+
+def test_final_job_never_moves_again(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.remember_claim("job-1", "claim-1")
+    assert journal.advance("job-1", "PRINTED", event="PRINTED")
+    assert not journal.advance("job-1", "SUBMITTING")
+    assert not journal.advance("job-1", "CANCELLED", event="CANCELLED")
+    journal.remember_claim("job-1", "claim-2")  # a replayed assignment changes nothing
+    entry = journal.job("job-1")
+    assert (entry.state, entry.claim_id) == ("PRINTED", "claim-1")
+
+
+def test_pending_reports_survive_restart_with_the_same_event_ids(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(path)
+    journal.remember_claim("job-1", "claim-1")
+    received = journal.queue_event("job-1", "RECEIVED")
+    journal.finish_command("cmd-1", "DONE", {"printers": []})
+    first = journal.pending()
+    journal.acknowledge(first[0].seq, "ok")
+    journal.close()
+
+    journal = Journal(path)
+    pending = journal.pending()
+    assert [r.key for r in pending] == ["command:cmd-1"]
+    assert journal.outcome(received) == (True, "ok")
+    assert pending[0].path == "api/v1/device/commands/cmd-1/result"
+
+
+def test_a_command_runs_once_and_an_interrupted_one_is_reported_failed(tmp_path):
+    path = tmp_path / "j.sqlite3"
+    journal = Journal(path)
+    assert journal.start_command("cmd-1", "PRINT_TEST_PAGE")
+    assert not journal.start_command("cmd-1", "PRINT_TEST_PAGE")
+    journal.close()
+    journal = Journal(path)
+    journal.recover()
+    assert journal.command_state("cmd-1") == "FAILED"
+    assert journal.pending()[0].body == {
+        "status": "FAILED",
+        "result": {"error": "interrupted", "message": "the agent restarted"},
+    }
+
+
+def test_journal_is_durable_full_sync(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
