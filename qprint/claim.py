@@ -35,7 +35,7 @@ from django.db.models.functions import Now
 
 from qcluster import identity
 from qprint import events
-from qprint.errors import Disabled, GateClosed
+from qprint.errors import Disabled, GateClosed, NotFound
 from qprint.models import Device, PrintJob
 from qprint.states import JobStatus
 
@@ -163,7 +163,7 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
 
 def _lock_device(device_id: int) -> Device:
     """The device row, locked for this transaction, with the lease judged on the database clock."""
-    return (
+    device = (
         Device.objects.select_for_update(of=("self",), no_key=True)
         .annotate(
             connection_live=ExpressionWrapper(
@@ -184,8 +184,12 @@ def _lock_device(device_id: int) -> Device:
             "connection_ready",
             "connection_lease_expires_at",
         )
-        .get(pk=device_id)
+        .filter(pk=device_id)
+        .first()
     )
+    if device is None:
+        raise NotFound("unknown_device", "No such device.")
+    return device
 
 
 def check_gate(device: Device) -> None:

@@ -12,12 +12,14 @@ import hmac
 import secrets
 from datetime import timedelta
 
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q
 from django.db.models.functions import Now
 
 from qprint.models import ApplicationKey, Device
 
 SECRET_BYTES = 32
+#: ``last_used_at`` is written at most this often per key.
+LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
 def new_secret() -> str:
@@ -44,16 +46,24 @@ def device_for_token(token: str) -> Device | None:
 def key_for_secret(secret: str) -> ApplicationKey | None:
     """The live (not revoked) application key for ``secret``; records when it was last used.
 
-    ``last_used_at`` is written at most once a minute per key so that a busy key does not turn
-    every request into a write.
+    ``last_used_at`` is written at most once a minute per key (judged in the same SELECT, on the
+    database clock), so a busy key does not turn every request into a write.
     """
     if not secret:
         return None
     digest = hash_secret(secret)
-    key = ApplicationKey.objects.filter(key_hash=digest, revoked=False).first()
+    key = (
+        ApplicationKey.objects.filter(key_hash=digest, revoked=False)
+        .annotate(
+            use_is_stale=ExpressionWrapper(
+                Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
+                output_field=BooleanField(),
+            )
+        )
+        .first()
+    )
     if key is None or not hmac.compare_digest(key.key_hash, digest):
         return None
-    ApplicationKey.objects.filter(pk=key.pk).filter(
-        Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - timedelta(minutes=1))
-    ).update(last_used_at=Now())
+    if key.use_is_stale:
+        ApplicationKey.objects.filter(pk=key.pk).update(last_used_at=Now())
     return key

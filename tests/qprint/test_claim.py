@@ -161,3 +161,10 @@ def test_the_lease_is_judged_on_the_database_clock(device):
         connection_lease_expires_at=Now() + timedelta(seconds=30)
     )
     assert claim_next_job(device.pk) is None
+
+
+def test_an_unknown_device_is_not_found():
+    from qprint.errors import NotFound
+
+    with pytest.raises(NotFound):
+        claim_next_job(987654)

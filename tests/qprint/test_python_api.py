@@ -294,3 +294,19 @@ def test_credentials_rotate_disable_and_revoke(device):
     api.revoke_application_key("acme", "backend")
     assert credentials.key_for_secret(secret) is None
     assert credentials.key_for_secret("") is None
+
+
+def test_a_key_records_its_last_use_without_a_write_per_request():
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from qprint import credentials
+
+    key, secret = api.create_application_key("acme", "backend")
+    assert key.last_used_at is None
+    credentials.key_for_secret(secret)
+    key.refresh_from_db()
+    assert key.last_used_at is not None
+    with CaptureQueriesContext(connection) as queries:
+        credentials.key_for_secret(secret)
+    assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
