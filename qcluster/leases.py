@@ -220,10 +220,11 @@ def release_all_held_by(node_id: str) -> list[str]:
 def force_hand_over(name: str, holder_node_id: str | None, expires_at: datetime | None) -> int:
     """An operator's edit (admin): set holder and expiry as given, bumping ``version``.
 
-    Returns the new version. The holder change is counted in ``transitions``.
+    Returns the new version. The holder change is counted in ``transitions``. Not durable: it
+    commits with the admin's own transaction around the edit.
     """
     name = _check_name(name)
-    with transaction.atomic(durable=True):
+    with transaction.atomic():
         lease, _ = ClusterLease.objects.select_for_update().get_or_create(name=name)
         changed = lease.holder_node_id != holder_node_id
         ClusterLease.objects.filter(name=name).update(

@@ -18,7 +18,8 @@ def db_now_minus(seconds: float):
 
 def make_node(node_id: str, status: str = "UP", age_seconds: float = 0, **fields) -> ClusterNode:
     """A node row whose heartbeat (and status change) is ``age_seconds`` old, database clock."""
-    node = ClusterNode.objects.create(node_id=node_id, status=status, roles="web", **fields)
+    fields.setdefault("roles", "web")
+    node = ClusterNode.objects.create(node_id=node_id, status=status, **fields)
     ClusterNode.objects.filter(node_id=node_id).update(
         heartbeat_at=db_now_minus(age_seconds), status_changed_at=db_now_minus(age_seconds)
     )
