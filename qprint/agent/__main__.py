@@ -118,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
         "CUPS_SERVER selects the CUPS server as for lp",
     )
     spool.add_argument(
+        "--cups-server",
+        metavar="HOST:PORT",
+        help="CUPS scheduler to use (given to lp/lpstat/cancel as -h; default: CUPS_SERVER or "
+        "the local scheduler)",
+    )
+    spool.add_argument(
         "--follow-timeout",
         type=float,
         default=600.0,
@@ -165,6 +171,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         spooler=args.spooler,
         spool_dir=args.spool_dir,
         cups_queue=args.cups_queue,
+        cups_server=args.cups_server,
         backoff_initial=args.backoff_initial,
         backoff_max=args.backoff_max,
         follow_timeout=args.follow_timeout,
@@ -174,7 +181,12 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
 
 
 async def run(config: AgentConfig) -> int:
-    spooler = make_spooler(config.spooler, directory=config.spool_dir, queue=config.cups_queue)
+    spooler = make_spooler(
+        config.spooler,
+        directory=config.spool_dir,
+        queue=config.cups_queue,
+        cups_server=config.cups_server,
+    )
     fleet = Fleet(config, spooler)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -22,6 +22,7 @@ class AgentConfig:
     spooler: str = "null"
     spool_dir: str | None = None
     cups_queue: str | None = None
+    cups_server: str | None = None
     backoff_initial: float = 0.5
     backoff_max: float = 30.0
     follow_timeout: float = 600.0

@@ -157,18 +157,23 @@ _PRINTER_LINE = re.compile(r"^printer (\S+) (.*)$")
 class CupsSpooler(Spooler):
     """Prints through CUPS with its command-line clients (``lp``, ``lpstat``, ``cancel``).
 
-    ``CUPS_SERVER`` in the environment selects the server, as for every CUPS client.
+    ``server`` (``host:port`` or a socket path) is passed as ``-h``; without it the clients use
+    ``CUPS_SERVER`` or the local scheduler, as they always do.
     """
 
     name = "cups"
 
-    def __init__(self, queue: str | None = None, poll_interval: float = 0.5):
+    def __init__(
+        self, queue: str | None = None, server: str | None = None, poll_interval: float = 0.5
+    ):
         self.queue = queue
+        self.server = server
         self.poll_interval = poll_interval
 
     def _run(self, *args: str, data: bytes | None = None, timeout: float = 30) -> str:
+        command = [args[0], *(["-h", self.server] if self.server else []), *args[1:]]
         proc = subprocess.run(
-            list(args), input=data, capture_output=True, timeout=timeout, check=False
+            command, input=data, capture_output=True, timeout=timeout, check=False
         )
         if proc.returncode != 0:
             raise subprocess.CalledProcessError(proc.returncode, args, proc.stdout, proc.stderr)
@@ -273,7 +278,13 @@ class CupsSpooler(Spooler):
         return True
 
 
-def make_spooler(kind: str, *, directory: str | None = None, queue: str | None = None) -> Spooler:
+def make_spooler(
+    kind: str,
+    *,
+    directory: str | None = None,
+    queue: str | None = None,
+    cups_server: str | None = None,
+) -> Spooler:
     if kind == "null":
         return NullSpooler()
     if kind == "directory":
@@ -281,5 +292,5 @@ def make_spooler(kind: str, *, directory: str | None = None, queue: str | None =
             raise ValueError("the directory spooler needs --spool-dir")
         return DirectorySpooler(directory)
     if kind == "cups":
-        return CupsSpooler(queue=queue)
+        return CupsSpooler(queue=queue, server=cups_server)
     raise ValueError(f"unknown spooler {kind!r} (cups, directory, null)")
