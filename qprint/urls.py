@@ -2,6 +2,9 @@
 
 ``docs/openapi.yaml`` describes every route here; ``tests/qprint/test_openapi.py`` keeps the two
 in step.
+
+Ids in paths are matched as plain segments and parsed by the views, so a malformed id is answered
+like an unknown one: JSON 404 ``not_found``, not Django's HTML page.
 """
 
 from django.urls import path
@@ -14,24 +17,22 @@ urlpatterns = [
     # Device API (bearer device token).
     path("api/v1/device/claim", device_api.claim, name="device-claim"),
     path(
-        "api/v1/device/jobs/<uuid:job_id>/document",
+        "api/v1/device/jobs/<str:job_id>/document",
         device_api.job_document,
         name="device-job-document",
     ),
+    path("api/v1/device/jobs/<str:job_id>/events", device_api.job_events, name="device-job-events"),
     path(
-        "api/v1/device/jobs/<uuid:job_id>/events", device_api.job_events, name="device-job-events"
-    ),
-    path(
-        "api/v1/device/commands/<uuid:command_id>/result",
+        "api/v1/device/commands/<str:command_id>/result",
         device_api.command_result,
         name="device-command-result",
     ),
     path("api/v1/device/printers", device_api.printers, name="device-printers"),
     # Application API (bearer application key, one tenant).
     path("api/v1/jobs", application_api.jobs, name="jobs"),
-    path("api/v1/jobs/<uuid:job_id>", application_api.job_detail, name="job-detail"),
-    path("api/v1/jobs/<uuid:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
-    path("api/v1/jobs/<uuid:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
+    path("api/v1/jobs/<str:job_id>", application_api.job_detail, name="job-detail"),
+    path("api/v1/jobs/<str:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
+    path("api/v1/jobs/<str:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
     path("api/v1/devices", application_api.devices, name="devices"),
     path("api/v1/devices/<str:name>", application_api.device_detail, name="device-detail"),
     path("api/v1/devices/<str:name>/pause", application_api.device_pause, name="device-pause"),

@@ -8,7 +8,6 @@ job or device of another tenant is 404, never the object. Every change goes thro
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -90,21 +89,21 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
 
 
 @application_endpoint("GET")
-def job_detail(request: HttpRequest, key: ApplicationKey, job_id: uuid.UUID) -> HttpResponse:
+def job_detail(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """The job with its events, oldest first."""
     job = api.get_job(key.tenant, job_id)
     return json_response(job_with_events(job, job.events.order_by("recorded_at", "id")))
 
 
 @application_endpoint("POST")
-def job_cancel(request: HttpRequest, key: ApplicationKey, job_id: uuid.UUID) -> HttpResponse:
+def job_cancel(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """200 the job, cancelled or with its cancel asked of the device; 409 ``job_final``."""
     api.cancel_job(job_id, tenant=key.tenant, by=submitted_by(key))
     return json_response(job_object(api.get_job(key.tenant, job_id)))
 
 
 @application_endpoint("POST")
-def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: uuid.UUID) -> HttpResponse:
+def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """201 the new job; 409 ``already_reprinted`` on a second reprint unless ``force``."""
     force = read_optional_options(request).get("force", False)
     if force in ("true", "false"):  # a form field

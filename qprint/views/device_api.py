@@ -39,9 +39,13 @@ def claim(request: HttpRequest, device: Device) -> HttpResponse:
     return json_response(assignment_object(request, assignment))
 
 
-def downloadable_job(device: Device, job_id: uuid.UUID) -> PrintJob:
+def downloadable_job(device: Device, job_id: str) -> PrintJob:
     """The job whose document ``device`` may fetch: it holds the job's current claim, or the job
     is RECEIVED/SPOOLED on it (a retried download after a crash). Anything else is 404."""
+    try:
+        job_id = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(message="No such job to download on this device.") from None
     job = (
         PrintJob.objects.filter(pk=job_id, device=device)
         .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
@@ -54,7 +58,7 @@ def downloadable_job(device: Device, job_id: uuid.UUID) -> PrintJob:
 
 
 @device_endpoint("GET")
-def job_document(request: HttpRequest, device: Device, job_id: uuid.UUID) -> HttpResponse:
+def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """The document's bytes; ``ETag`` is the quoted sha256 the device checks them against."""
     job = downloadable_job(device, job_id)
     etag = f'"{job.sha256}"'
@@ -69,7 +73,7 @@ def job_document(request: HttpRequest, device: Device, job_id: uuid.UUID) -> Htt
 
 
 @device_endpoint("POST")
-def job_events(request: HttpRequest, device: Device, job_id: uuid.UUID) -> HttpResponse:
+def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""
     outcome = record_device_event(device, job_id, read_json_object(request))
     body = {
@@ -81,7 +85,7 @@ def job_events(request: HttpRequest, device: Device, job_id: uuid.UUID) -> HttpR
 
 
 @device_endpoint("POST")
-def command_result(request: HttpRequest, device: Device, command_id: uuid.UUID) -> HttpResponse:
+def command_result(request: HttpRequest, device: Device, command_id: str) -> HttpResponse:
     """The device reports how a command ended: ``{status: DONE|FAILED, result}``."""
     body = read_json_object(request)
     status = body.get("status")

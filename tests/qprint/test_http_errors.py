@@ -330,6 +330,14 @@ def get_unknown_job(w):
     return w.client.get(reverse("qprint:job-detail", args=[uuid.uuid4()]), **w.key.auth)
 
 
+def get_job_with_a_malformed_id(w):
+    return w.client.get(reverse("qprint:job-detail", args=["not-a-uuid"]), **w.key.auth)
+
+
+def download_with_a_malformed_id(w):
+    return w.client.get(reverse("qprint:device-job-document", args=["x"]), **w.dev.auth)
+
+
 def cancel_a_final_job(w):
     job = w.submit().json()
     api.cancel_job(job["id"])
@@ -421,6 +429,8 @@ CASES = [
     (submit_with_unknown_field, 422, "invalid"),
     (submit_without_device, 422, "invalid"),
     (get_unknown_job, 404, "not_found"),
+    (get_job_with_a_malformed_id, 404, "not_found"),
+    (download_with_a_malformed_id, 404, "not_found"),
     (cancel_a_final_job, 409, "job_final"),
     (reprint_twice, 409, "already_reprinted"),
     (get_unknown_device, 404, "unknown_device"),
