@@ -154,3 +154,19 @@ def test_claim_with_nothing_to_print_answers_204_without_body(client):
     answer = client.post(reverse("qprint:device-claim"), **dev.auth)
     assert answer.status_code == 204
     assert answer.content == b""
+
+
+def test_document_can_be_fetched_again_after_received_and_revalidated_by_etag(client):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    submit_json(client, key)
+    assignment = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    event(client, dev, assignment["job_id"], assignment["claim_id"], "RECEIVED")
+
+    again = client.get(assignment["document_url"], **dev.auth)
+    assert again.status_code == 200
+    assert again.content == PDF
+    cached = client.get(assignment["document_url"], HTTP_IF_NONE_MATCH=again["ETag"], **dev.auth)
+    assert cached.status_code == 304
+    assert cached.content == b""

@@ -149,3 +149,31 @@ def test_owner_reaches_what_strangers_cannot(client, owned):
     assert client.get(a["document_url"], **owned["owner_dev"].auth).status_code == 200
     url = reverse("qprint:job-detail", args=[owned["job"]["id"]])
     assert client.get(url, **owned["owner_key"].auth).status_code == 200
+
+
+DEVICE_CALLS = [
+    ("get", "qprint:device-detail", None),
+    ("post", "qprint:device-pause", None),
+    ("post", "qprint:device-resume", None),
+    ("put", "qprint:device-settings", {"dpi": 600}),
+    ("post", "qprint:device-commands", {"type": "PING"}),
+]
+
+
+@pytest.mark.parametrize(
+    ("method", "route", "body"), DEVICE_CALLS, ids=[c[1] for c in DEVICE_CALLS]
+)
+def test_key_of_another_tenant_cannot_reach_a_device_by_name(client, owned, method, route, body):
+    """``back-office`` exists only in acme: for ``other``'s key it does not exist at all."""
+    device = owned["sibling_dev"].device
+    before = (device.paused, device.control_revision, device.settings_revision, device.settings)
+    kwargs = {"content_type": "application/json", "data": body} if body else {}
+    answer = getattr(client, method)(
+        reverse(route, args=["back-office"]), **kwargs, **owned["other_key"].auth
+    )
+    assert answer.status_code == 404
+    assert answer.json()["error"] == "unknown_device"
+    device.refresh_from_db()
+    after = (device.paused, device.control_revision, device.settings_revision, device.settings)
+    assert after == before
+    assert not DeviceCommand.objects.filter(device=device).exists()
