@@ -16,6 +16,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
@@ -92,6 +93,18 @@ def _endpoint(
                 return view(request, principal, *args, **kwargs)
             except QPrintError as exc:
                 return _as_response(exc)
+            except DatabaseError as exc:
+                # Not the client's fault and not final: agents and applications retry a 503.
+                # Never a 401/403 here, which would tell an agent to stop and ask a person.
+                logger.error(
+                    "api_database_unavailable path=%s error=%s", request.path, exc, exc_info=True
+                )
+                return error_response(
+                    "unavailable",
+                    503,
+                    "The database could not answer; retry shortly.",
+                    {"Retry-After": "5"},
+                )
 
         wrapper.allowed_methods = allowed  # read by the OpenAPI test
         return wrapper

@@ -463,3 +463,19 @@ def test_invalid_field_is_named_in_the_message(world):
     answer = world.submit(priority="high")
     assert answer.status_code == 422
     assert "priority" in answer.json()["message"]
+
+
+def test_database_failure_is_503_json_never_401(client, monkeypatch):
+    """An agent treats 401/403 as "ask a person"; a database outage must read as "retry"."""
+    from django.db import OperationalError
+
+    from qprint import credentials
+
+    def unreachable(token):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(credentials, "device_for_token", unreachable)
+    answer = client.post(reverse("qprint:device-claim"), HTTP_AUTHORIZATION="Bearer t")
+    assert answer.status_code == 503
+    assert answer.json()["error"] == "unavailable"
+    assert answer["Retry-After"] == "5"
