@@ -3,6 +3,9 @@
 - :func:`expire_jobs`: a job whose ``expires_at`` passed (database clock) before the device
   received it moves QUEUED/CLAIMED -> EXPIRED with a server event. Each job is re-checked under its
   row lock, so a job the device reported RECEIVED meanwhile is left alone.
+- :func:`expire_commands` (run with the job expiry): a device command still PENDING or DELIVERED
+  ``JOB_TTL_SECONDS`` after it was created is EXPIRED; a device that comes back much later is not
+  handed stale orders. A result reported afterwards is answered with the command as it is.
 - :func:`delete_old_jobs`: final jobs whose ``finished_at`` is older than
   ``QPRINT["JOB_RETENTION_DAYS"]`` are deleted with their documents and events.
 
@@ -18,7 +21,7 @@ from django.db.models.functions import Now
 
 from qprint import events
 from qprint.conf import qprint_settings
-from qprint.models import PrintJob
+from qprint.models import CommandStatus, DeviceCommand, PrintJob
 from qprint.states import EXPIRABLE, FINAL, JobStatus
 
 logger = logging.getLogger("qprint.maintenance")
@@ -59,6 +62,26 @@ def expire_jobs(batch: int = BATCH) -> int:
     return expired
 
 
+def expire_commands() -> int:
+    """Expire device commands left unfinished for ``JOB_TTL_SECONDS``; returns how many."""
+    ttl = qprint_settings.JOB_TTL_SECONDS
+    if ttl is None:
+        return 0
+    count = DeviceCommand.objects.filter(
+        status__in=[CommandStatus.PENDING, CommandStatus.DELIVERED],
+        created_at__lt=Now() - timedelta(seconds=ttl),
+    ).update(status=CommandStatus.EXPIRED, finished_at=Now())
+    if count:
+        logger.info("commands_expired count=%s", count)
+    return count
+
+
+def expire() -> None:
+    """The periodic expiry task: jobs, then commands."""
+    expire_jobs()
+    expire_commands()
+
+
 def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> int:
     """Delete final jobs finished more than ``JOB_RETENTION_DAYS`` ago. Returns how many jobs."""
     days = qprint_settings.JOB_RETENTION_DAYS if retention_days is None else retention_days
@@ -88,5 +111,5 @@ def register_tasks() -> None:
     """Register both tasks with ``qcluster`` (called from ``QPrintConfig.ready``)."""
     from qcluster import tasks
 
-    tasks.register(EXPIRE_TASK, EXPIRE_EVERY, expire_jobs)
+    tasks.register(EXPIRE_TASK, EXPIRE_EVERY, expire)
     tasks.register(RETENTION_TASK, RETENTION_EVERY, delete_old_jobs)

@@ -108,6 +108,22 @@ def test_retention_deletes_old_final_jobs_with_documents_and_events(device):
 
 def test_both_tasks_are_registered_as_singleton_tasks():
     registered = {t.name: t for t in tasks.registered()}
-    assert registered[maintenance.EXPIRE_TASK].func is maintenance.expire_jobs
+    assert registered[maintenance.EXPIRE_TASK].func is maintenance.expire
     assert registered[maintenance.RETENTION_TASK].func is maintenance.delete_old_jobs
     assert registered[maintenance.EXPIRE_TASK].lease_name == "task:qprint.expire-jobs"
+
+
+def test_unfinished_commands_expire_after_the_job_ttl(device):
+    from qprint import api
+    from qprint.models import DeviceCommand
+
+    old, fresh, done = (api.send_command(device, "PING", {}) for _ in range(3))
+    api.record_command_result(device, done.pk, "DONE", {})
+    DeviceCommand.objects.filter(pk__in=[old.pk, done.pk]).update(
+        created_at=Now() - timedelta(seconds=86401)
+    )
+    assert maintenance.expire_commands() == 1
+    statuses = dict(DeviceCommand.objects.values_list("pk", "status"))
+    assert statuses == {old.pk: "EXPIRED", fresh.pk: "PENDING", done.pk: "DONE"}
+    late = api.record_command_result(device, old.pk, "DONE", {})
+    assert late.status == "EXPIRED"
