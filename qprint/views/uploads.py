@@ -13,11 +13,13 @@ import base64
 import binascii
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest
+from django.http.multipartparser import MultiPartParserError
 
 from qprint.conf import qprint_settings
 from qprint.errors import DocumentTooLarge
@@ -34,7 +36,6 @@ class Submission:
     fields: dict[str, Any]
     content: bytes
     content_type: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def too_large(limit: int) -> DocumentTooLarge:
@@ -119,7 +120,11 @@ def _read_multipart(request: HttpRequest) -> Submission:
     request.upload_handlers.insert(0, guard)
     try:
         form, files = request.POST, request.FILES
-    except Exception as exc:  # a malformed multipart body
+    except RequestDataTooBig:
+        raise RequestError(
+            "request_too_large", 413, "The form fields beside the document are too large."
+        ) from None
+    except (MultiPartParserError, SuspiciousOperation) as exc:
         if guard.exceeded:
             raise too_large(limit) from None
         raise RequestError("invalid", 422, f"body: malformed multipart ({exc})") from None
