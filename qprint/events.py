@@ -106,14 +106,12 @@ def parse_device_event(payload: Any) -> DeviceEvent:
 
 def _uuid_field(payload: dict[str, Any], name: str) -> uuid.UUID:
     value = payload.get(name)
+    if value is None:
+        raise Invalid(message=f"'{name}' is required.")
     try:
-        return uuid.UUID(str(value)) if value is not None else _missing(name)
+        return uuid.UUID(str(value))
     except ValueError:
         raise Invalid(message=f"'{name}' must be a UUID; got {value!r}.") from None
-
-
-def _missing(name: str) -> uuid.UUID:
-    raise Invalid(message=f"'{name}' is required.")
 
 
 def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -> EventOutcome:
