@@ -225,6 +225,9 @@ class ClusterRuntime:
 
     def _register(self) -> None:
         self.config = runtime_config.load()
+        if self.once and nodes.node_status(self.node.node_id) in (UP, DRAINING, "LOST"):
+            # A cron cycle continues the node's life: a pending drain request must survive it.
+            return
         nodes.register_start(self.node, self._live_fields())
         self.last_heartbeat = time.monotonic()
 
@@ -404,7 +407,8 @@ class ClusterRuntime:
         nodes.mark_stopped(self.node.node_id)
 
     def _shutdown(self, code: int, abandoned: int = 0) -> int:
-        self.db.shutdown(wait=False, cancel_futures=True)
+        self.db.submit(connections.close_all)
+        self.db.shutdown(wait=False, cancel_futures=False)
         self.pool.shutdown(wait=False, cancel_futures=True)
         if abandoned:  # a task thread that would not finish must not keep the process alive
             logging.shutdown()

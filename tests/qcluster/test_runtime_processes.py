@@ -181,3 +181,32 @@ def test_unreachable_database_is_retried_with_backoff_until_told_to_stop():
         assert "exit_unregistered node=n reason=database_unavailable" in node.log()
     finally:
         node.kill()
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_stuck_database_call_cannot_keep_the_node_alive_past_the_grace(runtime, live_database_url):
+    import psycopg
+
+    node = runtime("node-1", grace=2)
+    wait_until(lambda: sweeper_holder() == "node-1", START_TIMEOUT, message="node-1 sweeper")
+    with (
+        psycopg.connect(live_database_url) as blocker,
+        psycopg.connect(live_database_url, autocommit=True) as observer,
+    ):
+        # Hold the node's row: its next heartbeat UPDATE waits for this lock, without end.
+        blocker.execute("SELECT 1 FROM cluster_node WHERE node_id = 'node-1' FOR UPDATE")
+        wait_until(
+            lambda: observer.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                " AND query LIKE 'UPDATE \"cluster_node\"%%'"
+            ).fetchone()[0],
+            10,
+            message="the heartbeat waiting on the row lock",
+        )
+
+        node.send(signal.SIGTERM)
+
+        assert node.wait(20) != 0
+        blocker.rollback()
+    assert "exit_forced node=node-1 reason=grace_expired grace_seconds=2" in node.log()
