@@ -7,6 +7,15 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
 django_asgi_app = get_asgi_application()
 
+from django.conf import settings  # noqa: E402
+
+if settings.DEBUG:
+    # Plain Daphne serves no static files; with DEBUG (the demo) the admin's CSS and JS come
+    # from here. Production serves them from STATIC_ROOT (collectstatic) or a CDN.
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
+
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
 from qprint.routing import websocket_urlpatterns  # noqa: E402
