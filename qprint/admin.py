@@ -131,6 +131,7 @@ class DeviceAdmin(admin.ModelAdmin):
         "enable_devices",
     )
     add_fields = ("tenant", "name", "description")
+    editable_fields = ("description",)
     state_fields = (
         "enabled",
         "paused",
@@ -193,7 +194,11 @@ class DeviceAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj: Device, form, change: bool) -> None:
         if change:
-            super().save_model(request, obj, form, change)
+            # Only the editable columns: a full save would write back the state columns as the
+            # form read them, over what the connection record or the API changed meanwhile.
+            changed = [name for name in form.changed_data if name in self.editable_fields]
+            if changed:
+                obj.save(update_fields=changed)
             return
         device, token = api.create_device(obj.tenant, obj.name, description=obj.description)
         obj.pk = device.pk

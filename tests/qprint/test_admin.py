@@ -6,6 +6,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.auth.models import Permission, User
 from django.db.models.functions import Now
+from django.db.models.signals import pre_save
 from django.urls import reverse
 
 from qprint import api, credentials
@@ -165,6 +166,26 @@ def test_device_state_columns_are_read_only(admin_client):
     device.refresh_from_db()
     assert device.description == "by the door"
     assert (device.paused, device.control_revision, device.enabled) == (False, 1, True)
+
+
+def test_editing_a_device_does_not_write_back_its_connection_record(admin_client):
+    """The device connects between the admin loading the row and saving it."""
+    device = make_device().device
+    url = reverse("admin:qprint_device_change", args=[device.pk])
+
+    def device_connects_meanwhile(sender, instance, **kwargs):
+        connect(Device.objects.get(pk=instance.pk), node="node-z")
+
+    pre_save.connect(device_connects_meanwhile, sender=Device)
+    try:
+        inline = {"printers-TOTAL_FORMS": 0, "printers-INITIAL_FORMS": 0}
+        saved = admin_client.post(url, {"description": "upstairs", **inline})
+    finally:
+        pre_save.disconnect(device_connects_meanwhile, sender=Device)
+    assert saved.status_code == 302
+    device.refresh_from_db()
+    assert (device.description, device.connection_node) == ("upstairs", "node-z")
+    assert device.connection_ready is True
 
 
 def test_device_added_in_the_admin_gets_a_token_shown_once(admin_client):
