@@ -1,0 +1,164 @@
+"""A demo node on the embedded default: ``./dev demo`` (or ``python -m example_project.demo``).
+
+SQLite next to ``manage.py`` and the in-memory channel layer, unless ``DATABASE_URL``/``REDIS_URL``
+say otherwise. It migrates, creates (or resets) the user ``admin`` and prints its password, starts
+one node: a Daphne web process and its ``cluster_runtime`` (same node id), prints the admin URL and
+runs until Ctrl-C, then stops both cleanly (the runtime drains, then Daphne stops).
+
+``--check`` starts everything, waits until ``/qcluster/health/`` answers UP, stops and exits 0 (a
+smoke test); ``--port`` picks the port (default 8000).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+NODE_ID = "demo-node"
+ADMIN_USER = "admin"
+
+
+def node_environment() -> dict[str, str]:
+    """The environment of the demo's processes: one node id for both, DEBUG for static files."""
+    env = dict(os.environ)
+    env.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    env.setdefault("DEBUG", "1")
+    env.setdefault("QQQ_NODE_ID", NODE_ID)
+    env.setdefault("QQQ_NODE_ROLES", "web,worker")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def prepare(env: dict[str, str]) -> str:
+    """Migrate and create or reset the admin user; returns its new password."""
+    os.environ.update({k: env[k] for k in ("DJANGO_SETTINGS_MODULE", "DEBUG", "QQQ_NODE_ID")})
+    sys.path.insert(0, str(REPO_ROOT))
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
+    password = secrets.token_urlsafe(12)
+    user, _ = get_user_model().objects.get_or_create(
+        username=ADMIN_USER, defaults={"email": "admin@example.com"}
+    )
+    user.is_staff = user.is_superuser = True
+    user.set_password(password)
+    user.save()
+    from django.db import connections
+
+    connections.close_all()
+    return password
+
+
+def start_node(env: dict[str, str], port: int) -> dict[str, subprocess.Popen]:
+    """Start the node's two processes: the web process (Daphne) and its cluster runtime."""
+    python = sys.executable
+    web = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    return {
+        "runtime": subprocess.Popen(
+            [python, str(REPO_ROOT / "manage.py"), "cluster_runtime"], env=env, cwd=REPO_ROOT
+        ),
+        "web": subprocess.Popen([*web, "example_project.asgi:application"], env=env, cwd=REPO_ROOT),
+    }
+
+
+def stop_node(processes: dict[str, subprocess.Popen], timeout: float = 40) -> None:
+    """The runtime first (it drains, then STOPPED), then the web process."""
+    for name in ("runtime", "web"):
+        process = processes.get(name)
+        if process is None or process.poll() is not None:
+            continue
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+
+
+def health(port: int) -> dict | None:
+    url = f"http://127.0.0.1:{port}/qcluster/health/"
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return json.load(response)
+    except urllib.error.HTTPError as exc:
+        return json.load(exc)
+    except (OSError, ValueError):
+        return None
+
+
+def wait_healthy(port: int, processes: dict[str, subprocess.Popen], timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in processes.values()):
+            return False
+        report = health(port)
+        if report and report.get("status") == "UP":
+            return True
+        time.sleep(0.25)
+    return False
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument(
+        "--check",
+        "--no-wait",
+        action="store_true",
+        help="wait for health UP, stop and exit 0 (smoke test)",
+    )
+    parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for health UP")
+    args = parser.parse_args(argv)
+
+    env = node_environment()
+    password = prepare(env)
+    print(f"Admin user: {ADMIN_USER}  password: {password}", flush=True)
+
+    stop = {"requested": False}
+
+    def on_signal(signum, frame):
+        stop["requested"] = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    processes = start_node(env, args.port)
+    try:
+        healthy = wait_healthy(args.port, processes, args.timeout)
+        if not healthy:
+            print(f"The node did not become healthy within {args.timeout:.0f}s.", file=sys.stderr)
+            return 1
+        base = f"http://127.0.0.1:{args.port}"
+        print(f"Node {env['QQQ_NODE_ID']} is UP.", flush=True)
+        print(f"Admin:   {base}/admin/   (user {ADMIN_USER})", flush=True)
+        print(f"Health:  {base}/qcluster/health/   Metrics: {base}/metrics", flush=True)
+        if args.check:
+            return 0
+        print("Ctrl-C stops the node.", flush=True)
+        while not stop["requested"]:
+            if any(p.poll() is not None for p in processes.values()):
+                print("A process of the node exited; stopping.", file=sys.stderr)
+                return 1
+            time.sleep(0.2)
+        return 0
+    finally:
+        stop_node(processes)
+        print("Node stopped.", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
