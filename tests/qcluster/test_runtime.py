@@ -125,3 +125,21 @@ def test_once_sweeper_acts_only_after_holding_its_lease_for_lost_after(
     ClusterLease.objects.filter(name=leases.SWEEPER_LEASE).update(acquired_at=db_now_minus(4))
     run_once("a")
     assert nodes.node_status("dead") == "LOST"
+
+
+def test_cluster_drain_command_requests_and_cancels_a_drain(transactional_db, no_other_tasks):
+    from io import StringIO
+
+    from django.core.management.base import CommandError
+
+    run_once("a")
+    out = StringIO()
+
+    call_command("cluster_drain", "--node-id", "a", stdout=out)
+    assert ClusterNode.objects.get(node_id="a").drain_requested_by == "cluster_drain"
+    assert "drain_request node=a status=UP new=true" in out.getvalue()
+
+    call_command("cluster_drain", "--node-id", "a", "--cancel", stdout=out)
+    assert ClusterNode.objects.get(node_id="a").drain_requested is False
+    with pytest.raises(CommandError, match="Unknown node"):
+        call_command("cluster_drain", "--node-id", "nobody")
