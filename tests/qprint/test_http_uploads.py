@@ -16,7 +16,7 @@ from django.urls import reverse
 from qprint.documents import open_document
 from qprint.models import PrintJob
 from tests.processes import daphne_node, free_port, port_open, wait_until
-from tests.qprint.factories import make_device, make_key
+from tests.qprint.factories import connect, make_device, make_key
 
 
 def post_json(client, key, content: bytes):
@@ -76,9 +76,9 @@ def daphne(subprocess_env):
 
 @pytest.mark.services
 @pytest.mark.slow
-def test_50_mib_json_upload_is_accepted_under_daphne(daphne):
+def test_50_mib_document_goes_up_and_down_through_daphne(daphne):
     key = make_key()
-    make_device()
+    dev = make_device()
     content = os.urandom(50 * 1024 * 1024)
     body = json.dumps(
         {
@@ -93,3 +93,15 @@ def test_50_mib_json_upload_is_accepted_under_daphne(daphne):
     job = answer.json()
     assert job["size"] == len(content)
     assert job["sha256"] == hashlib.sha256(content).hexdigest()
+
+    connect(dev.device)
+    device_headers = {"Authorization": f"Bearer {dev.token}"}
+    claim = httpx.post(f"{daphne}/qprint/api/v1/device/claim", headers=device_headers, timeout=30)
+    assert claim.status_code == 200, claim.text
+    assignment = claim.json()
+    assert assignment["document_url"].startswith(daphne)
+    download = httpx.get(assignment["document_url"], headers=device_headers, timeout=120)
+    assert download.status_code == 200
+    assert download.headers["Content-Length"] == str(len(content))
+    assert download.headers["ETag"] == f'"{job["sha256"]}"'
+    assert hashlib.sha256(download.content).hexdigest() == job["sha256"]
