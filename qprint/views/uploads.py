@@ -74,6 +74,8 @@ def _read_json(request: HttpRequest) -> Submission:
         raise invalid("content_base64", "is required (the document, base64 encoded)")
     if len(encoded) > json_body_limit(limit) - ENVELOPE_BYTES:
         raise too_large(limit)
+    if any(blank in encoded for blank in " \t\r\n"):
+        encoded = "".join(encoded.split())  # MIME-style line breaks, as `base64` writes them
     try:
         content = base64.b64decode(encoded, validate=True)
     except (binascii.Error, ValueError):

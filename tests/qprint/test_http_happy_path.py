@@ -170,3 +170,18 @@ def test_document_can_be_fetched_again_after_received_and_revalidated_by_etag(cl
     cached = client.get(assignment["document_url"], HTTP_IF_NONE_MATCH=again["ETag"], **dev.auth)
     assert cached.status_code == 304
     assert cached.content == b""
+
+
+def test_base64_with_line_breaks_is_accepted(client):
+    key = make_key()
+    make_device()
+    content = bytes(range(256)) * 4
+    wrapped = base64.encodebytes(content).decode()  # 76-character lines, as `base64` writes
+    answer = client.post(
+        reverse("qprint:jobs"),
+        {"device": "front-desk", "content_type": "application/pdf", "content_base64": wrapped},
+        content_type="application/json",
+        **key.auth,
+    )
+    assert answer.status_code == 201, answer.content
+    assert answer.json()["sha256"] == hashlib.sha256(content).hexdigest()
