@@ -249,3 +249,31 @@ def test_view_only_staff_cannot_run_actions(client):
     assert device.paused is False
     assert job.status == "QUEUED"
     assert device.token_hash == old_hash
+
+
+def test_every_qprint_admin_page_renders_for_a_superuser(admin_client):
+    device = connect(make_device().device)
+    job, _ = api.submit_job("acme", device, b"one", "text/plain")
+    command = api.send_command(device, "PING")
+    key = api.create_application_key("acme", "erp")[0]
+    event = job.events.first()
+    pages = [
+        reverse("admin:index"),
+        reverse("admin:app_list", args=["qprint"]),
+        reverse("admin:qprint_device_add"),
+        reverse("admin:qprint_applicationkey_add"),
+    ]
+    for name, obj in [
+        ("device", device),
+        ("printjob", job),
+        ("devicecommand", command),
+        ("applicationkey", key),
+        ("printjobevent", event),
+    ]:
+        pages += [
+            reverse(f"admin:qprint_{name}_changelist"),
+            reverse(f"admin:qprint_{name}_change", args=[obj.pk]),
+        ]
+    for url in pages:
+        assert admin_client.get(url).status_code == 200, url
+    assert admin_client.get(JOBS + "?status__exact=QUEUED&tenant=acme").status_code == 200
