@@ -11,8 +11,16 @@ and never stored in clear: not in the database, the session or a message cookie.
 from __future__ import annotations
 
 from django.contrib import admin, messages
-from django.db.models import BooleanField, Count, ExpressionWrapper, Q, QuerySet
-from django.db.models.functions import Now
+from django.db.models import (
+    BooleanField,
+    Count,
+    ExpressionWrapper,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+)
+from django.db.models.functions import Coalesce, Now
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -159,7 +167,18 @@ class DeviceAdmin(admin.ModelAdmin):
                     Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now()),
                     output_field=BooleanField(),
                 ),
-                queued_jobs=Count("jobs", filter=Q(jobs__status=JobStatus.QUEUED)),
+                # A correlated count, evaluated for the page's rows only (a join + GROUP BY
+                # would count every device's jobs before the page is cut).
+                queued_jobs=Coalesce(
+                    Subquery(
+                        PrintJob.objects.filter(device=OuterRef("pk"), status=JobStatus.QUEUED)
+                        .order_by()
+                        .values("device")
+                        .annotate(n=Count("pk"))
+                        .values("n")
+                    ),
+                    0,
+                ),
             )
         )
 

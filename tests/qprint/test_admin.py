@@ -277,3 +277,14 @@ def test_every_qprint_admin_page_renders_for_a_superuser(admin_client):
     for url in pages:
         assert admin_client.get(url).status_code == 200, url
     assert admin_client.get(JOBS + "?status__exact=QUEUED&tenant=acme").status_code == 200
+
+
+def test_queue_depth_counts_the_devices_queued_jobs(admin_client):
+    busy = make_device(name="busy").device
+    make_device(name="idle")
+    for i in range(3):
+        api.submit_job("acme", busy, bytes([i + 1]), "text/plain")
+    done, _ = api.submit_job("acme", busy, b"x", "text/plain")
+    api.cancel_job(done)
+    rows = {d.name: d for d in admin_client.get(DEVICES).context["cl"].result_list}
+    assert (rows["busy"].queued_jobs, rows["idle"].queued_jobs) == (3, 0)
