@@ -12,7 +12,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-from qprint.states import JobStatus
+from qprint.states import JobStatus, is_final
 
 
 class PrintJob(models.Model):
@@ -111,8 +111,6 @@ class PrintJob(models.Model):
 
     @property
     def is_final(self) -> bool:
-        from qprint.states import is_final
-
         return is_final(self.status)
 
 

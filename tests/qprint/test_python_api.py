@@ -310,3 +310,16 @@ def test_a_key_records_its_last_use_without_a_write_per_request():
     with CaptureQueriesContext(connection) as queries:
         credentials.key_for_secret(secret)
     assert [q["sql"].split()[0] for q in queries.captured_queries] == ["SELECT"]
+
+
+def test_reprint_of_a_job_whose_document_is_gone_is_not_found(device):
+    from qprint import documents
+    from qprint.models import PrintDocument
+
+    job = submit(device)
+    PrintDocument.objects.filter(job=job).delete()
+    with pytest.raises(NotFound):
+        documents.open_document(job)
+    with pytest.raises(NotFound):
+        api.reprint_job(job)
+    assert not PrintJob.objects.filter(reprint_of=job).exists()
