@@ -77,12 +77,12 @@ def report(
     request: HttpRequest,
     done: int,
     failures: list[str],
-    singular: str,
-    plural: str,
+    done_message: str,
 ) -> None:
-    """One message for the rows done, one warning naming those refused (and why)."""
+    """One message for the rows done (``done_message``, already ``ngettext``-ed with a
+    ``%(count)d``), one warning naming the rows refused and why."""
     if done:
-        modeladmin.message_user(request, ngettext(singular, plural, done) % {"count": done})
+        modeladmin.message_user(request, done_message % {"count": done})
     if failures:
         modeladmin.message_user(
             request,
@@ -288,8 +288,11 @@ class DeviceAdmin(admin.ModelAdmin):
             request,
             done,
             failures,
-            "Queued a test page for %(count)d device.",
-            "Queued a test page for %(count)d devices.",
+            ngettext(
+                "Queued a test page for %(count)d device.",
+                "Queued a test page for %(count)d devices.",
+                done,
+            ),
         )
 
     @admin.action(description=_("Disable selected devices"), permissions=["change"])
@@ -410,8 +413,11 @@ class PrintJobAdmin(admin.ModelAdmin):
             request,
             done,
             failures,
-            "Cancelled %(count)d job (or asked its device to).",
-            "Cancelled %(count)d jobs (or asked their devices to).",
+            ngettext(
+                "Cancelled %(count)d job (or asked its device to).",
+                "Cancelled %(count)d jobs (or asked their devices to).",
+                done,
+            ),
         )
 
     @admin.action(description=_("Reprint selected jobs"), permissions=["change"])
@@ -428,8 +434,11 @@ class PrintJobAdmin(admin.ModelAdmin):
             request,
             done,
             failures,
-            "Queued a reprint of %(count)d job.",
-            "Queued reprints of %(count)d jobs.",
+            ngettext(
+                "Queued a reprint of %(count)d job.",
+                "Queued reprints of %(count)d jobs.",
+                done,
+            ),
         )
 
 
@@ -529,6 +538,9 @@ class ApplicationKeyAdmin(admin.ModelAdmin):
             request,
             done,
             failures,
-            "Revoked %(count)d key.",
-            "Revoked %(count)d keys.",
+            ngettext(
+                "Revoked %(count)d key.",
+                "Revoked %(count)d keys.",
+                done,
+            ),
         )
