@@ -210,3 +210,60 @@ def test_stuck_database_call_cannot_keep_the_node_alive_past_the_grace(runtime, 
         assert node.wait(20) != 0
         blocker.rollback()
     assert "exit_forced node=node-1 reason=grace_expired grace_seconds=2" in node.log()
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_node_paused_past_lost_after_is_lost_then_up_again_on_its_next_heartbeat(runtime):
+    sweeper = runtime("node-1")
+    wait_until(lambda: sweeper_holder() == "node-1", START_TIMEOUT, message="node-1 sweeper")
+    slow = runtime("node-2")
+    wait_status("node-2", "UP", START_TIMEOUT)
+    wait_log(sweeper, "sweeper_armed node=node-1")
+
+    slow.send(signal.SIGSTOP)
+    try:
+        wait_status("node-2", "LOST")
+    finally:
+        slow.send(signal.SIGCONT)
+    wait_status("node-2", "UP")
+
+    wait_log(slow, "node_recovered node=node-2 was=LOST")
+    assert len(lost_alerts("node-2")) == 1
+    assert slow.alive()
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_database_stall_longer_than_lost_after_evicts_no_node(runtime, live_database_url):
+    import time
+
+    import psycopg
+
+    sweeper = runtime("node-1")
+    wait_until(lambda: sweeper_holder() == "node-1", START_TIMEOUT, message="node-1 sweeper")
+    runtime("node-2"), runtime("node-3")
+    wait_status("node-2", "UP", START_TIMEOUT)
+    wait_status("node-3", "UP", START_TIMEOUT)
+    wait_log(sweeper, "sweeper_armed node=node-1")
+
+    with psycopg.connect(live_database_url) as staller:
+        # Every heartbeat waits behind this lock, as in a stalled database.
+        staller.execute("LOCK TABLE cluster_node IN EXCLUSIVE MODE")
+        stalled_at = time.monotonic()
+        wait_until(
+            lambda: time.monotonic() - stalled_at > LOST_AFTER + 2 * HEARTBEAT,
+            30,
+            message="a stall longer than lost_after_seconds",
+        )
+        staller.rollback()
+    wait_log(sweeper, "sweeper_disarmed node=node-1 reason=late_heartbeat")
+    wait_until(
+        lambda: sweeper.log().count("sweeper_armed node=node-1") == 2,
+        20,
+        message="the sweeper armed again, a full lost_after_seconds after the stall",
+    )
+    heartbeats_after("node-1", 2)
+
+    assert set(ClusterNode.objects.values_list("status", flat=True)) == {"UP"}
+    assert not ClusterAlert.objects.filter(code="cluster.node.lost").exists()
