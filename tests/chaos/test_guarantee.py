@@ -1,0 +1,228 @@
+"""The delivery guarantee under faults, end to end, with real processes only.
+
+Three Daphne nodes behind nginx, a ``cluster_runtime`` per node, PostgreSQL, a Redis of the
+test's own and 20 simulated devices (one agent process, directory spooler). Jobs are submitted
+through the application API to all nodes while nodes are SIGKILLed and restarted, Redis is
+stopped and restarted, a node is drained from the admin, and one node's wall clock runs five
+minutes ahead (libfaketime). Then: every job is final, every PRINTED job was written by the
+spooler exactly once, no job was written twice, and OUTCOME_UNKNOWN is counted (the agent is
+never killed here, so there must be none).
+
+Short form by default (about two minutes); ``tests/bench/chaos.py --jobs 10000`` runs the long
+form with the same code (``QPRINT_CHAOS_JOBS``, ``QPRINT_CHAOS_SUBMIT_SECONDS``).
+"""
+
+import collections
+import hashlib
+import json
+import os
+import threading
+import time
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+
+from qcluster.models import ClusterNode, ClusterSetting
+from qprint import api
+from qprint.models import Device, PrintJob
+from tests.agent.cups import minimal_pdf
+from tests.chaos.cluster import (
+    LoadBalancer,
+    Node,
+    Submitter,
+    admin_drain,
+    fleet_args,
+    skewed_clock_env,
+    unavailable_reason,
+)
+from tests.processes import ManagedProcess, RedisServer, wait_until
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+JOBS = int(os.environ.get("QPRINT_CHAOS_JOBS", "240"))
+DEVICES = int(os.environ.get("QPRINT_CHAOS_DEVICES", "20"))
+SUBMIT_SECONDS = float(os.environ.get("QPRINT_CHAOS_SUBMIT_SECONDS", "45"))
+FINAL_STATUSES = {"PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED", "EXPIRED"}
+
+
+@pytest.fixture
+def cluster(transactional_db, subprocess_env, tmp_path):
+    CLOCK["t0"] = time.monotonic()
+    reason = unavailable_reason()
+    if reason:
+        pytest.fail(f"the chaos test needs nginx, redis-server and libfaketime: {reason}")
+    # Fast cluster clock for the test: heartbeat 1 s, a node is LOST after 5 s of silence.
+    ClusterSetting.objects.filter(key="heartbeat_seconds").update(value="1")
+    ClusterSetting.objects.filter(key="lost_after_seconds").update(value="5")
+    # The nodes run the example project's password hashers, not the suite's fast MD5 one.
+    operator = get_user_model().objects.create_superuser("operator", "op@example.com")
+    hasher = PBKDF2PasswordHasher()
+    operator.password = hasher.encode("pw", hasher.salt(), iterations=1000)
+    operator.save()
+    tokens = [api.create_device("acme", f"dev-{i:02d}")[1] for i in range(DEVICES)]
+    tokens_file = tmp_path / "tokens.txt"
+    tokens_file.write_text("".join(f"dev-{i:02d} {t}\n" for i, t in enumerate(tokens)))
+    _, key = api.create_application_key("acme", "chaos")
+
+    redis = RedisServer().start()
+    env = {
+        **subprocess_env,
+        "REDIS_URL": redis.url,
+        "QPRINT_HEARTBEAT_SECONDS": "1",
+        "QCLUSTER_DRAIN_GRACE_SECONDS": "2",
+    }
+    nodes = [
+        Node("node-1", env),
+        Node("node-2", env),
+        Node("node-3", {**env, **skewed_clock_env("+5m")}),
+    ]
+    lb = LoadBalancer(nodes)
+    spool = tmp_path / "printed"
+    fleet = ManagedProcess(
+        "fleet", fleet_args(lb.url, tokens_file, tmp_path / "state", spool, DEVICES), env
+    )
+    started: list = []
+    try:
+        for node in nodes:
+            started.append(node.start())
+        started.append(lb.start())
+        started.append(fleet.start())
+        mark("cluster started")
+        yield {"nodes": nodes, "lb": lb, "redis": redis, "fleet": fleet, "spool": spool, "key": key}
+    finally:
+        mark("stopping")
+        for thing in reversed(started):
+            thing.stop()
+        redis.stop()
+        mark("stopped")
+
+
+def ready_devices() -> int:
+    return Device.objects.filter(connection_ready=True).count()
+
+
+def node_status(node_id: str) -> str | None:
+    return ClusterNode.objects.filter(node_id=node_id).values_list("status", flat=True).first()
+
+
+CLOCK = {"t0": time.monotonic()}
+
+
+def mark(what: str) -> None:
+    """A progress line (shown with ``-s``): where the time of a run goes."""
+    print(f"chaos t={time.monotonic() - CLOCK['t0']:6.1f}s {what}", flush=True)
+
+
+def restart(node: Node) -> None:
+    node.start()
+    wait_until(lambda: node_status(node.node_id) == "UP", 30, message=f"{node.node_id} UP")
+
+
+def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
+    nodes, redis, fleet = cluster["nodes"], cluster["redis"], cluster["fleet"]
+    wait_until(
+        lambda: ready_devices() == DEVICES,
+        60,
+        message=f"{DEVICES} devices ready; fleet log:\n{fleet.log()[-2000:]}",
+    )
+
+    mark("devices ready")
+    submitter = Submitter(nodes, cluster["key"])
+    job_ids: list[str] = []
+
+    def submit_all() -> None:
+        started = time.monotonic()
+        for i in range(JOBS):
+            job_ids.append(
+                submitter.submit(f"dev-{i % DEVICES:02d}", minimal_pdf(f"job {i}"), f"job {i}")
+            )
+            # Pace the submissions over the fault window (pacing, not waiting for a result).
+            ahead = started + SUBMIT_SECONDS * (i + 1) / JOBS - time.monotonic()
+            if ahead > 0:
+                time.sleep(ahead)
+
+    thread = threading.Thread(target=submit_all, name="submitter")
+    thread.start()
+    faults: list[str] = []
+    try:
+        # The fault schedule. The pauses let traffic run against the broken cluster; every
+        # recovery is waited for as a condition.
+        round_ = 0
+        while thread.is_alive():
+            victim = nodes[round_ % 3]
+            time.sleep(2)
+            victim.kill()
+            faults.append(f"kill {victim.node_id}")
+            mark(faults[-1])
+            time.sleep(1.5)
+            restart(victim)
+            mark(f"{victim.node_id} back")
+            if round_ == 0:
+                redis.stop()
+                faults.append("redis stop")
+                time.sleep(3)
+                redis.start()
+                faults.append("redis start")
+                mark("redis back")
+            if round_ == 1:
+                draining = nodes[1]
+                admin_drain(nodes[0].url, "operator", "pw", draining.node_id)
+                faults.append(f"drain {draining.node_id}")
+                wait_until(
+                    lambda d=draining: not d.runtime.alive(), 30, message="drained runtime stopped"
+                )
+                assert node_status(draining.node_id) == "STOPPED"
+                restart(draining)  # the web process stayed up; the runtime marks it UP again
+                faults.append(f"back {draining.node_id}")
+                mark(faults[-1])
+            round_ += 1
+    finally:
+        thread.join()
+        submitter.close()
+
+    mark("submitted")
+    assert len(job_ids) == JOBS
+    assert len(set(job_ids)) == JOBS
+
+    def all_final() -> bool:
+        return (
+            not PrintJob.objects.filter(id__in=job_ids).exclude(status__in=FINAL_STATUSES).exists()
+        )
+
+    wait_until(
+        all_final, 180, interval=0.5, message=f"every job final; fleet log:\n{fleet.log()[-3000:]}"
+    )
+
+    mark("all final")
+    jobs = {str(j.id): j for j in PrintJob.objects.filter(id__in=job_ids)}
+    statuses = collections.Counter(j.status for j in jobs.values())
+    ledger = (cluster["spool"] / "spool-ledger.log").read_text().splitlines()
+    writes = collections.Counter(line.split()[2] for line in ledger if line.split()[1] == "written")
+    refused = [line for line in ledger if line.split()[1] != "written"]
+    report = {
+        "jobs": JOBS,
+        "devices": DEVICES,
+        "statuses": dict(statuses),
+        "outcome_unknown": statuses.get("OUTCOME_UNKNOWN", 0),
+        "faults": faults,
+        "submit_retries": submitter.retries,
+    }
+    print("chaos_report " + json.dumps(report))
+    if os.environ.get("QPRINT_CHAOS_REPORT"):
+        with open(os.environ["QPRINT_CHAOS_REPORT"], "w") as f:
+            json.dump(report, f)
+
+    assert refused == [], "a document was submitted twice to the spooler"
+    assert max(writes.values(), default=0) <= 1, "a job was written twice"
+    for job_id, job in jobs.items():
+        if job.status == "PRINTED":
+            assert writes[job_id] == 1, f"PRINTED job {job_id} was not written exactly once"
+            data = (cluster["spool"] / f"{job_id}.pdf").read_bytes()
+            assert hashlib.sha256(data).hexdigest() == job.sha256
+        else:
+            assert writes[job_id] == 0, f"{job.status} job {job_id} was written"
+    # The agent is never killed here: no submission can have been interrupted.
+    assert statuses.get("OUTCOME_UNKNOWN", 0) == 0, report
+    assert statuses == {"PRINTED": JOBS}, report
+    assert len(faults) >= 6, faults
