@@ -75,6 +75,11 @@ def _memory_rss_bytes() -> int | None:
         return None
 
 
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
 class ClusterRuntime:
     def __init__(self, node: NodeIdentity, *, once: bool = False) -> None:
         self.node = node
@@ -158,17 +163,26 @@ class ClusterRuntime:
         while True:
             try:
                 value = self._on_db(func)
-            except DatabaseError as exc:
+            except Exception as exc:
                 self.db_failures += 1
                 delay = min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(self.db_failures - 1, 10))
-                logger.warning(
-                    "database_unavailable node=%s doing=%s attempt=%d retry_in=%.1fs error=%s",
-                    self.node.node_id,
-                    what,
-                    self.db_failures,
-                    delay,
-                    str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__,
-                )
+                if isinstance(exc, DatabaseError):
+                    logger.warning(
+                        "database_unavailable node=%s doing=%s attempt=%d retry_in=%.1fs error=%s",
+                        self.node.node_id,
+                        what,
+                        self.db_failures,
+                        delay,
+                        _first_line(exc),
+                    )
+                else:  # a bug must not kill the heartbeat: log it whole, retry like an outage
+                    logger.exception(
+                        "cycle_failed node=%s doing=%s attempt=%d retry_in=%.1fs",
+                        self.node.node_id,
+                        what,
+                        self.db_failures,
+                        delay,
+                    )
                 if stop_on_signal and self._stop_requested():
                     raise StopRequested from exc
                 self._sleep(delay, wake_on_stop=stop_on_signal)
