@@ -93,7 +93,15 @@ def heartbeat(node: NodeIdentity, live: LiveFields) -> HeartbeatResult:
     """
     node_id = node.node_id
     with transaction.atomic():
-        was_lost = ClusterNode.objects.filter(node_id=node_id, status=NodeStatus.LOST).exists()
+        # The row lock orders us with the sweeper's conditional UPDATE: either it marked the row
+        # LOST before (we see it, and log the recovery) or it runs after our fresh heartbeat.
+        before = (
+            ClusterNode.objects.select_for_update()
+            .filter(node_id=node_id)
+            .values_list("status", flat=True)
+            .first()
+        )
+        was_lost = before == NodeStatus.LOST
         updated = ClusterNode.objects.filter(node_id=node_id).update(
             heartbeat_at=Now(),
             status=Case(
