@@ -114,6 +114,20 @@ def mark(what: str) -> None:
     print(f"chaos t={time.monotonic() - CLOCK['t0']:6.1f}s {what}", flush=True)
 
 
+def holding_a_claim(nodes: list[Node]) -> Node:
+    """The node that handed out a job now between claim and RECEIVED (its device is claiming
+    or downloading): killing it hits the claim/download path; else the next node in turn."""
+    by_id = {n.node_id: n for n in nodes}
+    for _ in range(40):
+        claim_node = (
+            PrintJob.objects.filter(status="CLAIMED").values_list("claim_node", flat=True).first()
+        )
+        if claim_node in by_id:
+            return by_id[claim_node]
+        time.sleep(0.05)  # polling for a moment with a job in flight, else any node will do
+    return nodes[int(time.monotonic()) % len(nodes)]
+
+
 def restart(node: Node) -> None:
     node.start()
     wait_until(lambda: node_status(node.node_id) == "UP", 30, message=f"{node.node_id} UP")
@@ -142,6 +156,7 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
             if ahead > 0:
                 time.sleep(ahead)
 
+    began = time.monotonic()
     thread = threading.Thread(target=submit_all, name="submitter")
     thread.start()
     faults: list[str] = []
@@ -150,8 +165,8 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         # recovery is waited for as a condition.
         round_ = 0
         while thread.is_alive():
-            victim = nodes[round_ % 3]
             time.sleep(2)
+            victim = holding_a_claim(nodes) if round_ % 2 else nodes[round_ % 3]
             victim.kill()
             faults.append(f"kill {victim.node_id}")
             mark(faults[-1])
@@ -181,6 +196,7 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         thread.join()
         submitter.close()
 
+    submitted = time.monotonic() - began
     mark("submitted")
     assert len(job_ids) == JOBS
     assert len(set(job_ids)) == JOBS
@@ -194,6 +210,7 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         all_final, 180, interval=0.5, message=f"every job final; fleet log:\n{fleet.log()[-3000:]}"
     )
 
+    to_final = time.monotonic() - began
     mark("all final")
     jobs = {str(j.id): j for j in PrintJob.objects.filter(id__in=job_ids)}
     statuses = collections.Counter(j.status for j in jobs.values())
@@ -207,6 +224,8 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         "outcome_unknown": statuses.get("OUTCOME_UNKNOWN", 0),
         "faults": faults,
         "submit_retries": submitter.retries,
+        "seconds_submitting": round(submitted, 1),
+        "seconds_until_all_final": round(to_final, 1),
     }
     print("chaos_report " + json.dumps(report))
     if os.environ.get("QPRINT_CHAOS_REPORT"):
