@@ -207,7 +207,10 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         )
 
     wait_until(
-        all_final, 180, interval=0.5, message=f"every job final; fleet log:\n{fleet.log()[-3000:]}"
+        all_final,
+        max(180, JOBS / 20),
+        interval=0.5,
+        message=f"every job final; fleet log:\n{fleet.log()[-3000:]}",
     )
 
     to_final = time.monotonic() - began
