@@ -5,13 +5,18 @@ say otherwise. It migrates, creates (or resets) the user ``admin`` and prints it
 one node: a Daphne web process and its ``cluster_runtime`` (same node id), prints the admin URL and
 runs until Ctrl-C, then stops both cleanly (the runtime drains, then Daphne stops).
 
-``--check`` starts everything, waits until ``/qcluster/health/`` answers UP, stops and exits 0 (a
-smoke test); ``--port`` picks the port (default 8000).
+Beside the node it runs the reference print agent (``python -m qprint.agent``) for the device
+``demo/demo-printer`` with the directory spooler, submits one job through the application API and
+prints where the printed file is (``--spool-dir``, default ``var/demo/printed``).
+
+``--check`` starts everything, waits until ``/qcluster/health/`` answers UP and the demo job is
+PRINTED, stops and exits 0 (a smoke test); ``--port`` picks the port (default 8000).
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import secrets
@@ -64,6 +69,82 @@ def prepare(env: dict[str, str]) -> str:
     return password
 
 
+DEMO_TENANT = "demo"
+DEMO_DEVICE = "demo-printer"
+
+
+def prepare_printing() -> tuple[str, str]:
+    """The demo device (its token rotated) and a new application key: ``(token, key)``."""
+    from django.db import connections
+
+    from qprint import api
+    from qprint.models import Device
+
+    device = Device.objects.filter(tenant=DEMO_TENANT, name=DEMO_DEVICE).first()
+    if device is None:
+        _, token = api.create_device(DEMO_TENANT, DEMO_DEVICE, description="the demo's agent")
+    else:
+        token = api.rotate_device_token(device)
+    _, key = api.create_application_key(DEMO_TENANT, f"demo-{secrets.token_hex(4)}")
+    connections.close_all()
+    return token, key
+
+
+def start_agent(env: dict[str, str], port: int, token: str, spool_dir: Path) -> subprocess.Popen:
+    """The reference agent for the demo device, printing with the directory spooler."""
+    args = [
+        sys.executable,
+        "-m",
+        "qprint.agent",
+        "--url",
+        f"http://127.0.0.1:{port}/qprint/",
+        "--name",
+        DEMO_DEVICE,
+        "--spooler",
+        "directory",
+        "--spool-dir",
+        str(spool_dir),
+        "--state-dir",
+        str(spool_dir.parent / "agent-state"),
+    ]
+    return subprocess.Popen(args, env={**env, "QPRINT_AGENT_TOKEN": token}, cwd=REPO_ROOT)
+
+
+def print_demo_job(port: int, key: str, timeout: float) -> dict | None:
+    """Submit a one-page PDF through the application API; the job once final (None: not in time)."""
+    base = f"http://127.0.0.1:{port}/qprint/api/v1/jobs"
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+    text = b"BT /F1 24 Tf 72 720 Td (Hello from qprint) Tj ET"
+    document = (
+        b"%PDF-1.4\n1 0 obj<</Type/Catalog/Pages 2 0 R>>endobj\n"
+        b"2 0 obj<</Type/Pages/Kids[3 0 R]/Count 1>>endobj\n"
+        b"3 0 obj<</Type/Page/Parent 2 0 R/MediaBox[0 0 612 792]/Contents 4 0 R>>endobj\n"
+        + f"4 0 obj<</Length {len(text)}>>stream\n".encode()
+        + text
+        + b"\nendstream endobj\ntrailer<</Root 1 0 R>>\n%%EOF\n"
+    )
+    body = json.dumps(
+        {
+            "device": DEMO_DEVICE,
+            "title": "demo page",
+            "content_type": "application/pdf",
+            "content_base64": base64.b64encode(document).decode(),
+        }
+    ).encode()
+    request = urllib.request.Request(base, data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        job = json.load(response)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        poll = urllib.request.Request(f"{base}/{job['id']}", headers=headers)
+        with urllib.request.urlopen(poll, timeout=10) as response:
+            job = json.load(response)
+        if job["status"] in ("PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED", "EXPIRED"):
+            return job
+        time.sleep(0.25)
+    return None
+
+
 def start_node(env: dict[str, str], port: int) -> dict[str, subprocess.Popen]:
     """Start the node's two processes: the web process (Daphne) and its cluster runtime."""
     python = sys.executable
@@ -77,8 +158,8 @@ def start_node(env: dict[str, str], port: int) -> dict[str, subprocess.Popen]:
 
 
 def stop_node(processes: dict[str, subprocess.Popen], timeout: float = 40) -> None:
-    """The runtime first (it drains, then STOPPED), then the web process."""
-    for name in ("runtime", "web"):
+    """The agent, then the runtime (it drains, then STOPPED), then the web process."""
+    for name in ("agent", "runtime", "web"):
         process = processes.get(name)
         if process is None or process.poll() is not None:
             continue
@@ -123,11 +204,18 @@ def main(argv: list[str] | None = None) -> int:
         help="wait for health UP, stop and exit 0 (smoke test)",
     )
     parser.add_argument("--timeout", type=float, default=60, help="seconds to wait for health UP")
+    parser.add_argument(
+        "--spool-dir",
+        type=Path,
+        default=REPO_ROOT / "var" / "demo" / "printed",
+        help="where the demo agent writes printed documents (default var/demo/printed)",
+    )
     args = parser.parse_args(argv)
 
     env = node_environment()
     password = prepare(env)
     print(f"Admin user: {ADMIN_USER}  password: {password}", flush=True)
+    token, key = prepare_printing()
 
     stop = {"requested": False}
 
@@ -146,6 +234,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"Node {env['QQQ_NODE_ID']} is UP.", flush=True)
         print(f"Admin:   {base}/admin/   (user {ADMIN_USER})", flush=True)
         print(f"Health:  {base}/qcluster/health/   Metrics: {base}/metrics", flush=True)
+        processes["agent"] = start_agent(env, args.port, token, args.spool_dir)
+        job = print_demo_job(args.port, key, args.timeout)
+        if job is None or job["status"] != "PRINTED":
+            print(f"The demo job did not print: {job}", file=sys.stderr)
+            return 1
+        printed = args.spool_dir / f"{job['id']}.pdf"
+        print(f"Printed job {job['id']} -> {printed}", flush=True)
+        print(f"Application key (tenant {DEMO_TENANT}): {key}", flush=True)
         if args.check:
             return 0
         print("Ctrl-C stops the node.", flush=True)

@@ -18,7 +18,16 @@ def test_demo_starts_a_healthy_node_and_stops_it_cleanly():
         env.pop("REDIS_URL", None)
         env["DATABASE_URL"] = f"sqlite:///{Path(tmp) / 'demo.sqlite3'}"
         result = subprocess.run(
-            [sys.executable, "-m", "example_project.demo", "--check", "--port", str(free_port())],
+            [
+                sys.executable,
+                "-m",
+                "example_project.demo",
+                "--check",
+                "--port",
+                str(free_port()),
+                "--spool-dir",
+                str(Path(tmp) / "printed"),
+            ],
             cwd=REPO_ROOT,
             env=env,
             capture_output=True,
@@ -29,5 +38,6 @@ def test_demo_starts_a_healthy_node_and_stops_it_cleanly():
     assert result.returncode == 0, output
     assert "Admin user: admin  password: " in result.stdout
     assert "Node demo-node is UP." in result.stdout
+    assert "Printed job " in result.stdout  # the demo agent printed the demo job
     assert "node_stopped node=demo-node" in output
     assert "Node stopped." in result.stdout
