@@ -20,6 +20,10 @@ DEFAULTS: dict[str, Any] = {
     "JOB_TTL_SECONDS": 86400,
     # Final jobs older than this are deleted by the retention task.
     "JOB_RETENTION_DAYS": 30,
+    # Where documents live (dotted path): qprint.documents.DatabaseDocuments or StorageDocuments.
+    "DOCUMENT_BACKEND": "qprint.documents.DatabaseDocuments",
+    # The STORAGES alias StorageDocuments writes to.
+    "DOCUMENT_STORAGE": "default",
     # Device socket: a text frame larger than this closes the socket with 4400.
     "MAX_FRAME_BYTES": 64 * 1024,
     # Device socket: threads (and database connections) of each process's socket path.
