@@ -6,12 +6,14 @@
 - ``qprint.E003``: a setting that must be a positive integer is not.
 - ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer nor ``None``.
 - ``qprint.W002``: ``QPRINT`` has a key qprint does not know (a typo is otherwise silent).
+- ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
 """
 
 from typing import Any
 
 from django.conf import settings
 from django.core import checks
+from django.utils.module_loading import import_string
 
 from qprint.conf import DEFAULTS
 
@@ -81,6 +83,16 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             checks.Error(
                 f"QPRINT['JOB_TTL_SECONDS'] must be a positive integer or None, got {ttl!r}.",
                 id="qprint.E004",
+            )
+        )
+    backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])
+    try:
+        import_string(backend)
+    except Exception as exc:  # a malformed path raises ImportError, a non-string other errors
+        errors.append(
+            checks.Error(
+                f"QPRINT['DOCUMENT_BACKEND'] = {backend!r} cannot be imported: {exc}.",
+                id="qprint.E005",
             )
         )
     return errors

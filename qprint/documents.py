@@ -1,14 +1,102 @@
-"""Where a job's bytes live. The default keeps them in ``PrintDocument`` rows, in the database,
-so every node can serve any document with no shared file system.
+"""Where a job's bytes live, behind one seam: :func:`save_document`, :func:`open_document`,
+:func:`delete_documents`.
 
-This module is the seam: everything reads and writes documents through :func:`save_document` and
-:func:`open_document`, so moving the bytes to object storage means changing only this module.
+``QPRINT["DOCUMENT_BACKEND"]`` names the backend by dotted path:
+
+- ``qprint.documents.DatabaseDocuments`` (default): ``PrintDocument`` rows in the database, so
+  every node serves every document with nothing else to share, and a document is saved in the same
+  transaction as its job (a rolled-back submission leaves nothing behind).
+- ``qprint.documents.StorageDocuments``: a Django storage (``STORAGES[QPRINT["DOCUMENT_STORAGE"]]``,
+  e.g. S3 through django-storages) for large documents that should not sit in the database. The
+  file is written before the job's transaction commits; a submission that rolls back can leave an
+  orphan file behind (harmless: it is never served, and its name is the job's random UUID).
+
+A backend is any class with the three methods of :class:`DocumentBackend`.
 """
 
 import hashlib
+import uuid
+from collections.abc import Iterable
+from functools import lru_cache
+from typing import Protocol
 
+from django.core.files.base import ContentFile
+from django.utils.module_loading import import_string
+
+from qprint.conf import qprint_settings
 from qprint.errors import NotFound
 from qprint.models import PrintDocument, PrintJob
+
+
+class DocumentBackend(Protocol):
+    def save(self, job: PrintJob, content: bytes) -> None:
+        """Store ``content`` as the job's document."""
+
+    def open(self, job_id: uuid.UUID) -> bytes | None:
+        """The document's bytes, or None when it is not stored."""
+
+    def delete(self, job_ids: Iterable[uuid.UUID]) -> None:
+        """Forget the documents of these jobs (called before their rows are deleted)."""
+
+
+class DatabaseDocuments:
+    """Documents as ``PrintDocument`` rows (deleted with their job by the foreign key)."""
+
+    def save(self, job: PrintJob, content: bytes) -> None:
+        PrintDocument.objects.create(job=job, content=content)
+
+    def open(self, job_id: uuid.UUID) -> bytes | None:
+        content = (
+            PrintDocument.objects.filter(job_id=job_id).values_list("content", flat=True).first()
+        )
+        return None if content is None else bytes(content)
+
+    def delete(self, job_ids: Iterable[uuid.UUID]) -> None:
+        PrintDocument.objects.filter(job_id__in=list(job_ids)).delete()
+
+
+class StorageDocuments:
+    """Documents as files of a Django storage, named ``qprint/<job id>``."""
+
+    def __init__(self, alias: str | None = None) -> None:
+        self.alias = alias
+
+    @property
+    def storage(self):
+        from django.core.files.storage import storages
+
+        return storages[self.alias or qprint_settings.DOCUMENT_STORAGE]
+
+    @staticmethod
+    def name(job_id: uuid.UUID) -> str:
+        return f"qprint/{job_id}"
+
+    def save(self, job: PrintJob, content: bytes) -> None:
+        saved = self.storage.save(self.name(job.pk), ContentFile(content))
+        if saved != self.name(job.pk):  # the storage renamed it: a file of that name existed
+            self.storage.delete(saved)
+            raise FileExistsError(f"A document for job {job.pk} is already stored.")
+
+    def open(self, job_id: uuid.UUID) -> bytes | None:
+        name = self.name(job_id)
+        if not self.storage.exists(name):
+            return None
+        with self.storage.open(name, "rb") as stored:
+            return stored.read()
+
+    def delete(self, job_ids: Iterable[uuid.UUID]) -> None:
+        for job_id in job_ids:
+            self.storage.delete(self.name(job_id))
+
+
+@lru_cache(maxsize=4)
+def _backend(path: str) -> DocumentBackend:
+    return import_string(path)()
+
+
+def backend() -> DocumentBackend:
+    """The configured backend (one instance per dotted path)."""
+    return _backend(qprint_settings.DOCUMENT_BACKEND)
 
 
 def digest(content: bytes) -> str:
@@ -18,13 +106,18 @@ def digest(content: bytes) -> str:
 
 def save_document(job: PrintJob, content: bytes) -> None:
     """Store ``content`` as ``job``'s document (inside the caller's transaction)."""
-    PrintDocument.objects.create(job=job, content=content)
+    backend().save(job, content)
 
 
-def open_document(job: PrintJob | str) -> bytes:
+def open_document(job: PrintJob | uuid.UUID | str) -> bytes:
     """The bytes of ``job``'s document; :class:`~qprint.errors.NotFound` when they are gone."""
-    job_id = job.pk if isinstance(job, PrintJob) else job
-    content = PrintDocument.objects.filter(job_id=job_id).values_list("content", flat=True).first()
+    job_id = job.pk if isinstance(job, PrintJob) else uuid.UUID(str(job))
+    content = backend().open(job_id)
     if content is None:
         raise NotFound(message="The job's document is no longer stored.")
-    return bytes(content)
+    return content
+
+
+def delete_documents(job_ids: Iterable[uuid.UUID]) -> None:
+    """Forget the documents of these jobs (retention)."""
+    backend().delete(job_ids)

@@ -19,7 +19,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint import events
+from qprint import documents, events
 from qprint.conf import qprint_settings
 from qprint.models import CommandStatus, DeviceCommand, PrintJob
 from qprint.states import EXPIRABLE, FINAL, JobStatus
@@ -96,6 +96,7 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
         if not old:
             break
         with transaction.atomic():
+            documents.delete_documents(old)
             _count, per_model = PrintJob.objects.filter(
                 pk__in=old, status__in=FINAL, finished_at__lt=cutoff
             ).delete()

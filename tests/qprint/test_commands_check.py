@@ -51,3 +51,8 @@ def test_an_unknown_key_is_named():
 def test_qprint_must_be_a_dict():
     with override_settings(QPRINT=[("HEARTBEAT_SECONDS", 20)]):
         assert [m.id for m in check_qprint_settings()] == ["qprint.E001"]
+
+
+def test_a_document_backend_that_cannot_be_imported_is_named():
+    assert ids(DOCUMENT_BACKEND="qprint.documents.Nowhere") == ["qprint.E005"]
+    assert ids(DOCUMENT_BACKEND="qprint.documents.StorageDocuments") == []

@@ -323,3 +323,29 @@ def test_reprint_of_a_job_whose_document_is_gone_is_not_found(device):
     with pytest.raises(NotFound):
         api.reprint_job(job)
     assert not PrintJob.objects.filter(reprint_of=job).exists()
+
+
+def test_documents_can_live_in_a_django_storage(device, tmp_path, settings):
+    from qprint import documents
+    from qprint.models import PrintDocument
+
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "print-documents": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path)},
+        },
+    }
+    settings.QPRINT = {
+        "DOCUMENT_BACKEND": "qprint.documents.StorageDocuments",
+        "DOCUMENT_STORAGE": "print-documents",
+    }
+    job = submit(device)
+    assert (tmp_path / "qprint" / str(job.pk)).read_bytes() == PDF
+    assert not PrintDocument.objects.filter(job=job).exists()
+    assert documents.open_document(job.pk) == PDF
+    reprint = api.reprint_job(job)
+    assert documents.open_document(reprint) == PDF
+    documents.delete_documents([job.pk])
+    with pytest.raises(NotFound):
+        documents.open_document(job)
