@@ -53,8 +53,11 @@ class Node:
         return f"http://127.0.0.1:{self.port}/qprint/"
 
     def start(self) -> "Node":
-        self.web.start()
-        self.runtime.start()
+        """Start whichever of the two processes is not running (after a drain: the runtime)."""
+        if not self.web.alive():
+            self.web.start()
+        if not self.runtime.alive():
+            self.runtime.start()
         wait_until(lambda: port_open(self.port), 30, message=f"{self.node_id} listening")
         return self
 
@@ -166,6 +169,7 @@ class Submitter:
         self.turn = 0
         self.client = httpx.Client(timeout=10, headers={"Authorization": f"Bearer {key}"})
         self.retries = 0
+        self.stopped = False
 
     def submit(self, device: str, document: bytes, title: str) -> str:
         body = {
@@ -177,6 +181,8 @@ class Submitter:
         headers = {"Idempotency-Key": str(uuid.uuid4())}
 
         def attempt() -> str | None:
+            if self.stopped:
+                raise RuntimeError("submitter stopped")
             node = self.nodes[self.turn % len(self.nodes)]
             self.turn += 1
             try:

@@ -43,6 +43,8 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 JOBS = int(os.environ.get("QPRINT_CHAOS_JOBS", "240"))
 DEVICES = int(os.environ.get("QPRINT_CHAOS_DEVICES", "20"))
 SUBMIT_SECONDS = float(os.environ.get("QPRINT_CHAOS_SUBMIT_SECONDS", "45"))
+SUBMITTERS = int(os.environ.get("QPRINT_CHAOS_SUBMITTERS", "2"))
+FAULT_PAUSE = float(os.environ.get("QPRINT_CHAOS_FAULT_PAUSE", "2"))
 FINAL_STATUSES = {"PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED", "EXPIRED"}
 
 
@@ -93,7 +95,8 @@ def cluster(transactional_db, subprocess_env, tmp_path):
     finally:
         mark("stopping")
         for thing in reversed(started):
-            thing.stop()
+            # The nodes die as in the test (their clean stop is tested elsewhere): quick teardown.
+            thing.kill() if isinstance(thing, Node) else thing.stop()
         redis.stop()
         mark("stopped")
 
@@ -142,12 +145,13 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
     )
 
     mark("devices ready")
-    submitter = Submitter(nodes, cluster["key"])
+    submitters = [Submitter(nodes, cluster["key"]) for _ in range(SUBMITTERS)]
     job_ids: list[str] = []
 
-    def submit_all() -> None:
+    def submit_all(k: int) -> None:
+        submitter = submitters[k]
         started = time.monotonic()
-        for i in range(JOBS):
+        for i in range(k, JOBS, SUBMITTERS):
             job_ids.append(
                 submitter.submit(f"dev-{i % DEVICES:02d}", minimal_pdf(f"job {i}"), f"job {i}")
             )
@@ -157,15 +161,19 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
                 time.sleep(ahead)
 
     began = time.monotonic()
-    thread = threading.Thread(target=submit_all, name="submitter")
-    thread.start()
+    threads = [
+        threading.Thread(target=submit_all, args=(k,), name=f"submitter-{k}", daemon=True)
+        for k in range(SUBMITTERS)
+    ]
+    for thread in threads:
+        thread.start()
     faults: list[str] = []
     try:
         # The fault schedule. The pauses let traffic run against the broken cluster; every
         # recovery is waited for as a condition.
         round_ = 0
-        while thread.is_alive():
-            time.sleep(2)
+        while any(t.is_alive() for t in threads):
+            time.sleep(FAULT_PAUSE)
             victim = holding_a_claim(nodes) if round_ % 2 else nodes[round_ % 3]
             victim.kill()
             faults.append(f"kill {victim.node_id}")
@@ -193,8 +201,12 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
                 mark(faults[-1])
             round_ += 1
     finally:
-        thread.join()
-        submitter.close()
+        for submitter in submitters:
+            submitter.stopped = True  # an interrupted run stops submitting
+        for thread in threads:
+            thread.join()
+        for submitter in submitters:
+            submitter.close()
 
     submitted = time.monotonic() - began
     mark("submitted")
@@ -226,7 +238,7 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         "statuses": dict(statuses),
         "outcome_unknown": statuses.get("OUTCOME_UNKNOWN", 0),
         "faults": faults,
-        "submit_retries": submitter.retries,
+        "submit_retries": sum(s.retries for s in submitters),
         "seconds_submitting": round(submitted, 1),
         "seconds_until_all_final": round(to_final, 1),
     }
