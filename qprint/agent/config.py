@@ -28,6 +28,7 @@ class AgentConfig:
     follow_timeout: float = 600.0
     shutdown_grace: float = 30.0
     report_printers: bool = True
+    journal_retention_days: float = 30.0
     extra: dict[str, str] = field(default_factory=dict)
 
 

@@ -101,6 +101,7 @@ class DeviceAgent:
     async def run(self) -> str:
         """Run until stopped (SIGTERM) or refused; returns why it ended."""
         interrupted = self.journal.recover()
+        self.journal.prune(self.config.journal_retention_days)
         for entry in interrupted:
             logger.warning(
                 "job_outcome_unknown device=%s job=%s reason=interrupted_submission",
@@ -324,10 +325,14 @@ class DeviceAgent:
                 resumed = True
                 for entry in self.journal.jobs_in(j.SPOOLED):
                     await self.jobs.finish_spooled(self.endpoints, entry)
-            if not await self.reporter.flush(self.endpoints):
-                self._wake_later(min(5.0, self.backoff.maximum))  # reports are retried
-            else:
-                await self.jobs.resume_received(self.endpoints)
+            try:
+                if not await self.reporter.flush(self.endpoints):
+                    self._wake_later(min(5.0, self.backoff.maximum))  # reports are retried
+                else:
+                    await self.jobs.resume_received(self.endpoints)
+            except Exception:
+                logger.exception("resume_failed device=%s", self.name)
+                self._wake_later(self.backoff.maximum)
             if not self.connected or self.applied.paused:
                 continue
             try:
@@ -335,6 +340,9 @@ class DeviceAgent:
             except httpx.HTTPError as exc:
                 logger.info("claim_deferred device=%s error=%s", self.name, exc.__class__.__name__)
                 self._wake_later(self.backoff.step())
+            except Exception:  # a bad answer must not end the device's work for good
+                logger.exception("claim_failed device=%s", self.name)
+                self._wake_later(self.backoff.maximum)
 
     async def _claim_until_empty(self) -> None:
         gate_retries = 0

@@ -53,6 +53,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     acked_at REAL,
     outcome TEXT
 );
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (seq) WHERE acked_at IS NULL;
+CREATE INDEX IF NOT EXISTS outbox_job ON outbox (job_id);
 CREATE TABLE IF NOT EXISTS commands (
     command_id TEXT PRIMARY KEY,
     type TEXT NOT NULL,
@@ -251,6 +253,24 @@ class Journal:
                 command_id, "FAILED", {"error": "interrupted", "message": "the agent restarted"}
             )
         return interrupted
+
+    def prune(self, older_than_days: float = 30) -> int:
+        """Forget final jobs and acknowledged reports older than this (the server never hands a
+        final job out again, so the memory is only needed while a replay is possible)."""
+        cutoff = time.time() - older_than_days * 86400
+        with self._tx():
+            jobs = self.db.execute(
+                "DELETE FROM jobs WHERE updated_at < ? AND state IN"
+                " ('PRINTED', 'FAILED', 'OUTCOME_UNKNOWN', 'CANCELLED')",
+                (cutoff,),
+            ).rowcount
+            self.db.execute(
+                "DELETE FROM outbox WHERE acked_at IS NOT NULL AND acked_at < ?", (cutoff,)
+            )
+            self.db.execute(
+                "DELETE FROM commands WHERE updated_at < ? AND state != 'RUNNING'", (cutoff,)
+            )
+        return jobs
 
     # -- commands ----------------------------------------------------------------------------
 

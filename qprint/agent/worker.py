@@ -16,7 +16,7 @@ import httpx
 
 from qprint.agent import journal as j
 from qprint.agent.protocol import Endpoints
-from qprint.agent.spoolers import AlreadySpooled, Spooler, SpoolJob, SpoolRejected
+from qprint.agent.spoolers import AlreadySpooled, Outcome, Spooler, SpoolJob, SpoolRejected
 
 logger = logging.getLogger("qprint.agent")
 
@@ -290,7 +290,12 @@ class JobRunner:
     async def finish_spooled(self, endpoints: Endpoints, entry: j.JobEntry) -> None:
         """Follow a spooled job until the spooler has finished it, then report how it ended."""
         assert entry.spool_ref is not None
-        outcome = await asyncio.to_thread(self.spooler.follow, entry.spool_ref, self.follow_timeout)
+        try:
+            outcome = await asyncio.to_thread(
+                self.spooler.follow, entry.spool_ref, self.follow_timeout
+            )
+        except Exception as exc:  # the spooler has the job; we cannot tell how it ends
+            outcome = Outcome("OUTCOME_UNKNOWN", f"could not follow {entry.spool_ref}: {exc!r}")
         self._finish(
             entry.job_id, outcome.status, outcome.message, None, expect=frozenset({j.SPOOLED})
         )

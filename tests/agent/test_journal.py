@@ -68,3 +68,19 @@ def test_a_command_runs_once_and_an_interrupted_one_is_reported_failed(tmp_path)
 def test_journal_is_durable_full_sync(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
     assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+
+
+def test_prune_forgets_old_final_jobs_but_never_unfinished_ones(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.remember_claim("old-final", "c1")
+    journal.advance("old-final", "PRINTED", event="PRINTED")
+    journal.remember_claim("old-open", "c2")
+    journal.advance("old-open", "SUBMITTING")
+    journal.acknowledge(journal.pending()[0].seq, "ok")
+    journal.db.execute("UPDATE jobs SET updated_at = 0")
+    journal.db.execute("UPDATE outbox SET acked_at = 1")
+
+    assert journal.prune(older_than_days=30) == 1
+    assert journal.job("old-final") is None
+    assert journal.job("old-open").state == "SUBMITTING"
+    assert journal.pending() == []

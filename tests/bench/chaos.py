@@ -27,6 +27,10 @@ def main() -> int:
         default=0,
         help="spread the submissions over this long (0: as fast as the API takes them)",
     )
+    parser.add_argument("--submitters", type=int, default=4, help="parallel submitting clients")
+    parser.add_argument(
+        "--fault-pause", type=float, default=5, help="seconds of traffic between two faults"
+    )
     args = parser.parse_args()
     report_path = Path(tempfile.mkstemp(prefix="qprint-chaos-", suffix=".json")[1])
     env = {
@@ -35,6 +39,8 @@ def main() -> int:
         "QPRINT_CHAOS_DEVICES": str(args.devices),
         "QPRINT_CHAOS_SUBMIT_SECONDS": str(args.submit_seconds),
         "QPRINT_CHAOS_REPORT": str(report_path),
+        "QPRINT_CHAOS_SUBMITTERS": str(args.submitters),
+        "QPRINT_CHAOS_FAULT_PAUSE": str(args.fault_pause),
     }
     started = time.monotonic()
     result = subprocess.run(
