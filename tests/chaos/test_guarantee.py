@@ -95,8 +95,10 @@ def cluster(transactional_db, subprocess_env, tmp_path):
     finally:
         mark("stopping")
         for thing in reversed(started):
-            # The nodes die as in the test (their clean stop is tested elsewhere): quick teardown.
-            thing.kill() if isinstance(thing, Node) else thing.stop()
+            if isinstance(thing, Node):
+                thing.kill()  # as in the test (a node's clean stop is tested elsewhere): quick
+            else:
+                thing.stop()
         redis.stop()
         mark("stopped")
 
