@@ -204,3 +204,32 @@ def test_job_finished_is_sent_once_after_commit(
         assert received == [(claimed.pk, "PRINTED")]
     finally:
         job_finished.disconnect(on_finished)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_job_finished_waits_for_the_real_commit_and_not_for_a_rollback():
+    from django.db import transaction
+
+    device = connect(make_device().device)
+    kept, rolled_back = submit(device), submit(device)
+    received = []
+
+    def on_finished(sender, job, status, **kwargs):
+        received.append((job.pk, status))
+
+    job_finished.connect(on_finished)
+    try:
+        with transaction.atomic():
+            a = claim_next_job(device.pk)
+            record_device_event(device, a.job_id, event(a.claim_id, "FAILED"))
+            assert received == []
+        assert received == [(kept.pk, "FAILED")]
+
+        with pytest.raises(RuntimeError), transaction.atomic():
+            b = claim_next_job(device.pk)
+            record_device_event(device, b.job_id, event(b.claim_id, "PRINTED"))
+            raise RuntimeError("the request failed after the event")
+        assert received == [(kept.pk, "FAILED")]
+        assert PrintJob.objects.get(pk=rolled_back.pk).status == JobStatus.QUEUED
+    finally:
+        job_finished.disconnect(on_finished)
