@@ -143,7 +143,7 @@ def test_admin_drain_drains_the_running_node_and_cancel_returns_it_to_up(runtime
 
     admin_action("drain_nodes")
     wait_status("node-1", "DRAINING")
-    assert sweeper_holder() is None
+    wait_until(lambda: sweeper_holder() is None, 10, message="the sweeper lease released")
     assert ClusterNode.objects.get(node_id="node-1").drain_requested_by == "admin"
 
     admin_action("cancel_drain")
@@ -199,7 +199,7 @@ def test_stuck_database_call_cannot_keep_the_node_alive_past_the_grace(runtime, 
         wait_until(
             lambda: observer.execute(
                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-                " AND query LIKE 'UPDATE \"cluster_node\"%%'"
+                " AND query LIKE '%%\"cluster_node\"%%'"
             ).fetchone()[0],
             10,
             message="the heartbeat waiting on the row lock",
@@ -240,13 +240,17 @@ def test_database_stall_longer_than_lost_after_evicts_no_node(runtime, live_data
 
     import psycopg
 
-    sweeper = runtime("node-1")
+    first = runtime("node-1")
     wait_until(lambda: sweeper_holder() == "node-1", START_TIMEOUT, message="node-1 sweeper")
-    runtime("node-2"), runtime("node-3")
+    nodes = [first, runtime("node-2"), runtime("node-3")]
     wait_status("node-2", "UP", START_TIMEOUT)
     wait_status("node-3", "UP", START_TIMEOUT)
-    wait_log(sweeper, "sweeper_armed node=node-1")
+    wait_log(first, "sweeper_armed node=node-1")
 
+    def armed_count() -> int:
+        return sum(node.log().count("sweeper_armed") for node in nodes)
+
+    armed_before = armed_count()
     with psycopg.connect(live_database_url) as staller:
         # Every heartbeat waits behind this lock, as in a stalled database.
         staller.execute("LOCK TABLE cluster_node IN EXCLUSIVE MODE")
@@ -257,13 +261,10 @@ def test_database_stall_longer_than_lost_after_evicts_no_node(runtime, live_data
             message="a stall longer than lost_after_seconds",
         )
         staller.rollback()
-    wait_log(sweeper, "sweeper_disarmed node=node-1 reason=late_heartbeat")
-    wait_until(
-        lambda: sweeper.log().count("sweeper_armed node=node-1") == 2,
-        20,
-        message="the sweeper armed again, a full lost_after_seconds after the stall",
-    )
-    heartbeats_after("node-1", 2)
+    # The watch restarted: the stalled sweeper disarmed, or its lease expired and another node
+    # took it; either way a sweeper arms again only a full lost_after_seconds after the stall.
+    wait_until(lambda: armed_count() > armed_before, 20, message="a sweeper armed again")
+    heartbeats_after(sweeper_holder(), 2)
 
     assert set(ClusterNode.objects.values_list("status", flat=True)) == {"UP"}
-    assert not ClusterAlert.objects.filter(code="cluster.node.lost").exists()
+    assert list(ClusterAlert.objects.values_list("code", flat=True)) == []  # not even a suspicion
