@@ -61,6 +61,7 @@ class DeviceState:
     control_applied_revision: int
     settings_applied_revision: int
     ready: bool
+    token_hash: str
     command_pending: bool
     claimed_job_id: str | None
     job_queued: bool
@@ -105,15 +106,17 @@ def _tables() -> dict[str, str]:
 def _state_columns(sql: dict[str, str]) -> str:
     """The state a connection needs, as columns of ``d`` plus scalar subqueries (one round trip)."""
     t = _tables()
+    d = t["device"]  # SQLite's RETURNING does not see a table alias: qualify by name
     return f"""
-        d.enabled, d.paused, d.control_revision, d.settings_revision,
-        d.control_applied_revision, d.settings_applied_revision, d.connection_ready,
+        {d}.enabled, {d}.paused, {d}.control_revision, {d}.settings_revision,
+        {d}.control_applied_revision, {d}.settings_applied_revision, {d}.connection_ready,
+        {d}.token_hash,
         EXISTS (SELECT 1 FROM {t["command"]} c
-                WHERE c.device_id = d.id AND c.status = 'PENDING') AS command_pending,
+                WHERE c.device_id = {d}.id AND c.status = 'PENDING') AS command_pending,
         (SELECT j.id FROM {t["job"]} j
-         WHERE j.device_id = d.id AND j.status = 'CLAIMED' LIMIT 1) AS claimed_job_id,
+         WHERE j.device_id = {d}.id AND j.status = 'CLAIMED' LIMIT 1) AS claimed_job_id,
         EXISTS (SELECT 1 FROM {t["job"]} j
-                WHERE j.device_id = d.id AND j.status = 'QUEUED'
+                WHERE j.device_id = {d}.id AND j.status = 'QUEUED'
                   AND (j.expires_at IS NULL OR j.expires_at > {sql["now"]})) AS job_queued
     """
 
@@ -127,9 +130,10 @@ def _state(row: tuple) -> DeviceState:
         control_applied_revision=int(row[4]),
         settings_applied_revision=int(row[5]),
         ready=bool(row[6]),
-        command_pending=bool(row[7]),
-        claimed_job_id=str(uuid.UUID(str(row[8]))) if row[8] is not None else None,
-        job_queued=bool(row[9]),
+        token_hash=row[7],
+        command_pending=bool(row[8]),
+        claimed_job_id=str(uuid.UUID(str(row[9]))) if row[9] is not None else None,
+        job_queued=bool(row[10]),
     )
 
 
@@ -190,9 +194,9 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
     with db.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {t["device"]} AS d SET
+            UPDATE {t["device"]} SET
                 connection_lease_expires_at = {sql["lease"]}, last_seen_at = {sql["now"]}
-            WHERE d.id = %s AND d.connection_id = %s
+            WHERE id = %s AND connection_id = %s
             RETURNING {_state_columns(sql)}
             """,
             [lease_seconds(heartbeat_seconds), device_id, _uuid_param(connection_id)],
@@ -210,8 +214,8 @@ def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     with db.cursor() as cursor:
         cursor.execute(
             f"""
-            SELECT {_state_columns(sql)} FROM {t["device"]} AS d
-            WHERE d.id = %s AND d.connection_id = %s
+            SELECT {_state_columns(sql)} FROM {t["device"]}
+            WHERE id = %s AND connection_id = %s
             """,
             [device_id, _uuid_param(connection_id)],
         )
@@ -237,11 +241,11 @@ def mark_ready(
     with db.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {t["device"]} AS d SET
+            UPDATE {t["device"]} SET
                 connection_ready = {sql["true"]},
                 control_applied_revision = %s, settings_applied_revision = %s,
                 connection_lease_expires_at = {sql["lease"]}, last_seen_at = {sql["now"]}
-            WHERE d.id = %s AND d.connection_id = %s
+            WHERE id = %s AND connection_id = %s
             RETURNING {_state_columns(sql)}
             """,
             [
@@ -273,6 +277,21 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
             [device_id, _uuid_param(connection_id)],
         )
         return cursor.rowcount == 1
+
+
+def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:
+    """The device's settings revision and values (read only when the revision moved)."""
+    t = _tables()
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"SELECT settings_revision, settings FROM {t['device']} "
+            "WHERE id = %s AND connection_id = %s",
+            [device_id, _uuid_param(connection_id)],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+    return int(row[0]), _json(row[1])
 
 
 def live_connections_by_node() -> dict[str, int]:

@@ -1,3 +1,9 @@
 """WebSocket routes of qprint, mounted by the host's ASGI application."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from qprint.consumers import DeviceConsumer
+
+websocket_urlpatterns: list = [
+    path("qprint/ws/device/", DeviceConsumer.as_asgi(), name="qprint-device-socket"),
+]

@@ -15,6 +15,7 @@ positive ``CONN_MAX_AGE`` or ``"pool"`` (see docs/REALTIME.md).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -61,3 +62,25 @@ async def run(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await database_sync_to_async(
         _observed(func), thread_sensitive=False, executor=executor()
     )(*args, **kwargs)
+
+
+def close_connections(timeout: float = 5) -> None:
+    """Close the database connection of every socket thread (shutdown, tests' teardown).
+
+    One task per thread, held at a barrier so that each thread runs exactly one of them.
+    """
+    from django.db import connections
+
+    pool = executor()
+    workers = len(pool._threads)  # the threads started so far (each may hold a connection)
+    if not workers:
+        return
+    barrier = threading.Barrier(workers)
+
+    def close_here() -> None:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            barrier.wait(timeout)
+        connections.close_all()
+
+    for future in [pool.submit(close_here) for _ in range(workers)]:
+        future.result(timeout + 5)

@@ -1,0 +1,130 @@
+"""The bounded background wakeup publisher (installed by ``QPrintConfig.ready()``).
+
+``qprint.wakeups.wake_after_commit`` hands each wakeup here after the transaction commits. The
+committing request never waits for Redis: :meth:`ChannelLayerPublisher.publish` only puts the
+wakeup on a bounded queue (``QPRINT["WAKE_QUEUE_SIZE"]``); one daemon thread with its own event
+loop sends it with ``group_send`` to ``qprint.device.<pk>``. A full queue or a layer error drops
+the wakeup, counts it and logs it: the device's next heartbeat finds what the wakeup would have
+said (docs/REALTIME.md).
+
+With the in-memory layer (one node) the wakeup is handed straight to this process's sockets.
+Messages carry the tenant and the device id only; the socket reads the row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import queue
+import threading
+from dataclasses import dataclass, field
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from qprint import bus
+from qprint.conf import qprint_settings
+
+logger = logging.getLogger("qprint.publisher")
+
+#: How long one group_send may take before the wakeup is dropped.
+SEND_TIMEOUT_SECONDS = 1.0
+
+
+@dataclass
+class PublisherCounters:
+    queued: int = 0
+    published: int = 0
+    delivered_locally: int = 0
+    dropped_queue_full: int = 0
+    dropped_layer_error: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, name: str, n: int = 1) -> None:
+        with self.lock:
+            setattr(self, name, getattr(self, name) + n)
+
+
+class ChannelLayerPublisher:
+    """Wakeups to the channel layer from a bounded queue, on a thread of its own."""
+
+    def __init__(self, queue_size: int | None = None) -> None:
+        self.queue: queue.Queue[dict] = queue.Queue(
+            maxsize=queue_size or int(qprint_settings.WAKE_QUEUE_SIZE)
+        )
+        self.counters = PublisherCounters()
+        self._thread: threading.Thread | None = None
+        self._thread_lock = threading.Lock()
+
+    def publish(self, tenant: str, device_id: int, reason: str) -> None:
+        message = {"type": "qprint.wake", "tenant": tenant, "device_id": device_id}
+        layer = get_channel_layer()
+        if layer is None or isinstance(layer, InMemoryChannelLayer):
+            bus.deliver_locally(message)
+            self.counters.add("delivered_locally")
+            return
+        try:
+            self.queue.put_nowait(message)
+        except queue.Full:
+            self.counters.add("dropped_queue_full")
+            logger.warning(
+                "wake_dropped tenant=%s device=%s reason=%s cause=queue_full size=%d",
+                tenant,
+                device_id,
+                reason,
+                self.queue.maxsize,
+            )
+            return
+        self.counters.add("queued")
+        self._ensure_thread()
+
+    def _ensure_thread(self) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            return
+        with self._thread_lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="qprint-wake-publisher", daemon=True
+                )
+                self._thread.start()
+
+    def _run(self) -> None:
+        asyncio.run(self._send_forever())
+
+    async def _send_forever(self) -> None:
+        layer = get_channel_layer()
+        loop = asyncio.get_running_loop()
+        while True:
+            message = await loop.run_in_executor(None, self.queue.get)
+            try:
+                await asyncio.wait_for(
+                    layer.group_send(bus.device_group(message["device_id"]), message),
+                    SEND_TIMEOUT_SECONDS,
+                )
+            except Exception as exc:
+                self.counters.add("dropped_layer_error")
+                logger.warning(
+                    "wake_dropped tenant=%s device=%s cause=layer_error error=%r",
+                    message["tenant"],
+                    message["device_id"],
+                    exc,
+                )
+                continue
+            self.counters.add("published")
+
+
+_installed: ChannelLayerPublisher | None = None
+
+
+def install() -> ChannelLayerPublisher:
+    """Install the channel-layer publisher as qprint's wakeup publisher (idempotent)."""
+    from qprint import wakeups
+
+    global _installed
+    if _installed is None:
+        _installed = ChannelLayerPublisher()
+    wakeups.set_publisher(_installed)
+    return _installed
+
+
+def installed() -> ChannelLayerPublisher | None:
+    return _installed
