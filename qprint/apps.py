@@ -13,3 +13,13 @@ class QPrintConfig(AppConfig):
         from qprint.maintenance import register_tasks
 
         register_tasks()
+        self._install_realtime()
+
+    def _install_realtime(self) -> None:
+        """Wakeups leave through the bounded channel-layer publisher; the node's ``connections``
+        gauge (written by ``cluster_runtime``) counts the live connection rows naming it."""
+        from qcluster import gauges
+        from qprint import connection, publisher
+
+        publisher.install()
+        gauges.register("connections", connection.live_connections_of_node)
