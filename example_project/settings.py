@@ -68,15 +68,39 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"].setdefault("OPTIONS", {}).update(
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
+else:
+    # Persistent connections: the device sockets' own threads (qprint.socket_db) reuse theirs.
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
+    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": REDIS_URL}]},
+    # Wakeups between nodes (docs/REALTIME.md, "The channel layer"). The pub/sub layer by
+    # default: it reconnects and resubscribes after a Redis restart and has no group expiry;
+    # the core layer (QPRINT_CHANNEL_LAYER=core) crashes consumers on a Redis restart, which
+    # qprint's bus survives. socket_timeout=None: redis-py 8's default 5 s timeout breaks the
+    # core layer's idle blocking read.
+    if env.str("QPRINT_CHANNEL_LAYER", default="pubsub") == "core":
+        CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {
+                    "hosts": [{"address": REDIS_URL, "socket_timeout": None}],
+                    "group_expiry": env.int("QPRINT_GROUP_EXPIRY", default=86400),
+                },
+            }
         }
-    }
+    else:
+        CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {
+                    "hosts": [
+                        {"address": REDIS_URL, "socket_timeout": None, "socket_connect_timeout": 2}
+                    ]
+                },
+            }
+        }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
