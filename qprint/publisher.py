@@ -88,17 +88,19 @@ class ChannelLayerPublisher:
                 self._thread.start()
 
     def _run(self) -> None:
-        asyncio.run(self._send_forever())
-
-    async def _send_forever(self) -> None:
+        # A daemon thread blocking on the queue itself (not an executor thread: the interpreter
+        # joins those at exit, and a blocked one would keep a stopping node alive).
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
         layer = get_channel_layer()
-        loop = asyncio.get_running_loop()
         while True:
-            message = await loop.run_in_executor(None, self.queue.get)
+            message = self.queue.get()
             try:
-                await asyncio.wait_for(
-                    layer.group_send(bus.device_group(message["device_id"]), message),
-                    SEND_TIMEOUT_SECONDS,
+                loop.run_until_complete(
+                    asyncio.wait_for(
+                        layer.group_send(bus.device_group(message["device_id"]), message),
+                        SEND_TIMEOUT_SECONDS,
+                    )
                 )
             except Exception as exc:
                 self.counters.add("dropped_layer_error")
