@@ -172,6 +172,8 @@ class DeviceAgent:
                     status,
                     exc.__class__.__name__,
                 )
+            except Exception:  # anything else at connect: say it, then retry like a failure
+                logger.exception("connect_failed device=%s url=%s", self.name, endpoints.socket)
             else:
                 disposition = await self._hold(ws, endpoints)
                 if disposition is Disposition.STOP:
