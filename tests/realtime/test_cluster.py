@@ -330,12 +330,12 @@ async def test_redis_restart_reconciles_every_connection_on_each_node(
     mark = {n.node_id: len(n.log()) for n in (a, b)}
     redis_restored.stop()
     await eventually(
-        lambda: all("bus_down" in n.log()[mark[n.node_id] :] for n in (a, b)), 15, "bus_down"
+        lambda: all("bus_down" in n.log()[mark[n.node_id] :] for n in (a, b)), 30, "bus_down"
     )
     redis_restored.start()
     await eventually(
         lambda: all("bus_up sockets=" in n.log()[mark[n.node_id] :] for n in (a, b)),
-        15,
+        30,
         "bus_up on both nodes",
     )
     # After the reconcile, wakeups cross the bus again.
