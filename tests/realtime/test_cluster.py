@@ -468,3 +468,21 @@ async def test_200_devices_are_served_while_the_shared_sync_thread_is_blocked(no
         release.set()
         await holder
     assert (await stuck_claim).status_code == 204
+
+
+async def test_device_of_a_dead_node_takes_the_row_elsewhere_at_once(nodes, node_c, devices, http):
+    _, b = nodes
+    device, first = await devices("desk-orphan")
+    await first.connect(node_c.ws)
+    await ready(device)
+    node_c.process.kill()  # the node dies without a word; its lease is still live
+    second = RealDevice(first.token)
+    try:
+        await second.connect(b.ws)
+        await ready(device)
+        d = await database_sync_to_async(row)(device.pk)
+        assert d.connection_node == "node-b"
+        # The claim gate opens at once, without waiting for the dead node's lease.
+        assert (await http.claim(b, second.token)).status_code == 204
+    finally:
+        await second.close()
