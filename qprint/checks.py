@@ -3,7 +3,7 @@
 - ``qprint.E001``: ``QPRINT`` is not a dict.
 - ``qprint.E002``: ``HEARTBEAT_SECONDS`` is not a number of at least 1.
 - ``qprint.W001``: ``HEARTBEAT_SECONDS`` is below 5 (every device pings that often: load).
-- ``qprint.E003``: a setting that must be a positive integer is not.
+- ``qprint.E003``: a setting that must be a positive integer (or number of seconds) is not.
 - ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer nor ``None``.
 - ``qprint.W002``: ``QPRINT`` has a key qprint does not know (a typo is otherwise silent).
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
@@ -21,7 +21,11 @@ POSITIVE_INTEGERS = (
     "MAX_DOCUMENT_BYTES",
     "WAKE_QUEUE_SIZE",
     "JOB_RETENTION_DAYS",
+    "MAX_FRAME_BYTES",
+    "SOCKET_DB_THREADS",
 )
+#: Seconds of the device socket's background work (fractions allowed).
+POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
 
 
 def _is_int(value: Any) -> bool:
@@ -73,6 +77,16 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             errors.append(
                 checks.Error(
                     f"QPRINT[{key!r}] must be a positive integer, got {value!r}.",
+                    id="qprint.E003",
+                )
+            )
+
+    for key in POSITIVE_NUMBERS:
+        value = user.get(key, DEFAULTS[key])
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            errors.append(
+                checks.Error(
+                    f"QPRINT[{key!r}] must be a positive number of seconds, got {value!r}.",
                     id="qprint.E003",
                 )
             )

@@ -56,3 +56,13 @@ def test_connections_gauge_counts_live_rows_of_the_node(transactional_db):
 
     assert gauges.read("connections", "node-x") == 1
     assert gauges.read("connections", "node-y") == 1
+
+
+def test_system_checks_name_bad_socket_settings(settings):
+    from django.core import checks
+
+    settings.QPRINT = {"MAX_FRAME_BYTES": 0, "SOCKET_DB_THREADS": "8", "DRAIN_SPREAD_SECONDS": -1}
+    messages = [m.msg for m in checks.run_checks() if m.id == "qprint.E003"]
+    assert any("MAX_FRAME_BYTES" in m for m in messages)
+    assert any("SOCKET_DB_THREADS" in m for m in messages)
+    assert any("DRAIN_SPREAD_SECONDS" in m for m in messages)
