@@ -45,6 +45,9 @@ T = TypeVar("T")
 
 #: Longest pause between two attempts when the database does not answer.
 MAX_BACKOFF_SECONDS = 30.0
+#: After a stop request, the grace plus this long to record STOPPED; then the process exits
+#: whatever the database is doing.
+STOP_RECORD_SECONDS = 5
 #: How often the main thread looks at its flags while it waits.
 TICK_SECONDS = 0.1
 
@@ -113,7 +116,9 @@ class ClusterRuntime:
 
     def _stop_requested(self) -> bool:
         if self.stop_signal is not None and self.hard_deadline is None:
-            self.hard_deadline = time.monotonic() + cluster_settings.DRAIN_GRACE_SECONDS
+            self.hard_deadline = (
+                time.monotonic() + cluster_settings.DRAIN_GRACE_SECONDS + STOP_RECORD_SECONDS
+            )
         return self.stop_signal is not None
 
     def _check_hard_deadline(self) -> None:
