@@ -110,10 +110,11 @@ class DeviceBus:
         """Best-effort group_send from the socket path (``replaced``); False when it failed."""
         if self.layer is None:
             return False
+        # This process's sockets learn it at once, whatever Redis does (a duplicate through the
+        # layer is harmless: the messages are idempotent).
+        self.dispatch(message)
         if isinstance(self.layer, InMemoryChannelLayer):
-            # One process: deliver here (the in-memory layer is bound to one loop anyway).
-            self.dispatch(message)
-            return True
+            return True  # one process: the in-memory layer is bound to one loop anyway
         try:
             await asyncio.wait_for(
                 self.layer.group_send(device_group(device_id), message), LAYER_TIMEOUT_SECONDS
