@@ -391,9 +391,6 @@ class ClusterRuntime:
         self.drain_started = time.monotonic()
         nodes.mark_draining(self.node.node_id)
         released = self.leases.release_all()
-        self._lose_sweeper("draining")
-        for state in self.task_states.values():
-            state.holding = False
         logger.info(
             "node_draining node=%s reason=%s released_leases=%s running_tasks=%d grace_seconds=%s",
             self.node.node_id,
@@ -402,6 +399,9 @@ class ClusterRuntime:
             self._running_tasks(),
             cluster_settings.DRAIN_GRACE_SECONDS,
         )
+        self._lose_sweeper("draining")
+        for state in self.task_states.values():
+            state.holding = False
         signals.node_draining.send(sender=self.__class__, node_id=self.node.node_id)
 
     def _drain_finished(self) -> bool:
