@@ -57,6 +57,8 @@ class DeviceBus:
         self.sockets: dict[int, set[Socket]] = {}
         self.channel: str | None = None
         self.subscribed: set[int] = set()
+        # Devices whose sockets here have been reconciled after their first subscription.
+        self.reconciled: set[int] = set()
         self.up = True
         self.outages = 0
         self._changed = asyncio.Event()
@@ -78,6 +80,7 @@ class DeviceBus:
             sockets.discard(socket)
             if not sockets:
                 del self.sockets[socket.device_id]
+                self.reconciled.discard(socket.device_id)
                 self._changed.set()
 
     def all_sockets(self) -> list[Socket]:
@@ -200,11 +203,15 @@ class DeviceBus:
                 self._set_down(f"group_add: {exc!r}")
                 return
             self.subscribed.add(device_id)
-            # A wakeup published before the subscription was missed: read the row now.
-            self.deliver_to_all(
-                {"type": "qprint.reconcile", "device_id": device_id},
-                self.sockets.get(device_id, ()),
-            )
+            if device_id not in self.reconciled:
+                # A wakeup published before the first subscription was missed: read the row now.
+                # (A re-subscription after an outage or for the group expiry needs no read of
+                # its own: the outage's reconcile covers it.)
+                self.reconciled.add(device_id)
+                self.deliver_to_all(
+                    {"type": "qprint.reconcile", "device_id": device_id},
+                    self.sockets.get(device_id, ()),
+                )
         for device_id in sorted(self.subscribed - wanted):
             self.subscribed.discard(device_id)
             try:
