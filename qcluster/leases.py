@@ -10,8 +10,10 @@ Invariants (each one holds on PostgreSQL with any number of contenders, and on S
        WHERE name = :name AND version = :seen_version
          AND (expires_at < now() OR holder_node_id = :me OR holder_node_id IS NULL)
 
-  Of several nodes that saw the same version, the database lets exactly one UPDATE match; the
-  others match no row and get 0. A missing row is first created free (``INSERT ... ON CONFLICT DO
+  The version comes from a SELECT just before, which also tells (database clock) whether the
+  UPDATE can match at all, so a live lease of another node costs one read. Of several nodes that
+  saw the same version, the database lets exactly one UPDATE match; the others match no row and
+  get 0. A missing row is first created free (``INSERT ... ON CONFLICT DO
   NOTHING``, so a concurrent insert is tolerated) and then taken by the same UPDATE.
 - **The database clock decides.** Every comparison and every stored time is ``now()`` of the
   database (``STATEMENT_TIMESTAMP()`` on PostgreSQL, so a statement inside a longer transaction
@@ -36,7 +38,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.db import transaction
-from django.db.models import Case, DateTimeField, Exists, ExpressionWrapper, F, Q, Value, When
+from django.db.models import (
+    BooleanField,
+    Case,
+    DateTimeField,
+    Exists,
+    ExpressionWrapper,
+    F,
+    Q,
+    Value,
+    When,
+)
 from django.db.models.functions import Now
 
 from qcluster import identity
@@ -102,15 +114,22 @@ class LeaseClient:
         Succeeds when the lease is free, expired, or already ours.
         """
         name, ttl = _check_name(name), _ttl(ttl)
-        seen = ClusterLease.objects.filter(name=name).values_list("version", flat=True).first()
-        if seen is None:
+        me = self.node_id
+        # Read the version to compare-and-set, and (database clock) whether the UPDATE can match
+        # at all: a live lease of another node costs one SELECT, not a doomed UPDATE too.
+        takeable = ExpressionWrapper(_free_or_mine(me), output_field=BooleanField())
+        current = ClusterLease.objects.filter(name=name).annotate(takeable=takeable)
+        row = current.values_list("version", "takeable").first()
+        if row is None:
             with transaction.atomic(durable=True):
                 ClusterLease.objects.bulk_create(
                     [ClusterLease(name=name, holder_node_id=None, version=0)],
                     ignore_conflicts=True,
                 )
-            seen = ClusterLease.objects.filter(name=name).values_list("version", flat=True).get()
-        me = self.node_id
+            row = current.values_list("version", "takeable").get()
+        seen, takeable_now = row
+        if not takeable_now:
+            return 0
         changes_holder = Q(holder_node_id__isnull=True) | ~Q(holder_node_id=me)
         with transaction.atomic(durable=True):
             updated = (
