@@ -168,6 +168,7 @@ class Submitter:
         self.client = httpx.Client(timeout=10, headers={"Authorization": f"Bearer {key}"})
         self.retries = 0
         self.stopped = False
+        self.last_refusal = ""
 
     def submit(self, device: str, document: bytes, title: str) -> str:
         body = {
@@ -183,12 +184,14 @@ class Submitter:
             self.turn += 1
             try:
                 response = self.client.post(node.url + "api/v1/jobs", json=body, headers=headers)
-            except httpx.HTTPError:
+            except httpx.HTTPError as exc:
                 self.retries += 1
+                self.last_refusal = repr(exc)
                 return None
             if response.status_code in (200, 201):
                 return response.json()["id"]
             self.retries += 1
+            self.last_refusal = f"{response.status_code} {response.text[:200]}"
             return None
 
         deadline = time.monotonic() + 60
@@ -197,7 +200,7 @@ class Submitter:
             if job_id:
                 return job_id
             if time.monotonic() > deadline:
-                raise AssertionError("no node accepted the job for 60 s")
+                raise AssertionError(f"no node accepted the job for 60 s: {self.last_refusal}")
             time.sleep(0.2)  # the next node in turn, shortly
         raise RuntimeError("submitter stopped")
 

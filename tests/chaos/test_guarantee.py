@@ -153,7 +153,15 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
     submitters = [Submitter(nodes, cluster["key"]) for _ in range(SUBMITTERS)]
     job_ids: list[str] = []
 
+    errors: list[str] = []
+
     def submit_all(k: int) -> None:
+        try:
+            submit_share(k)
+        except Exception as exc:  # reported by the test, not lost in a thread
+            errors.append(f"submitter-{k}: {exc!r}")
+
+    def submit_share(k: int) -> None:
         submitter = submitters[k]
         started = time.monotonic()
         for i in range(k, JOBS, SUBMITTERS):
@@ -220,6 +228,7 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
         for submitter in submitters:
             submitter.close()
 
+    assert not errors, errors
     for node in nodes:  # every process of the cluster survived the faults it was not dealt
         assert node.web.alive(), f"{node.node_id} web died:\n{node.web.log()[-2000:]}"
         assert node.runtime.alive(), f"{node.node_id} runtime died:\n{node.runtime.log()[-2000:]}"
