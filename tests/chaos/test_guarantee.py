@@ -215,7 +215,8 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
                 wait_until(
                     lambda d=draining: not d.runtime.alive(), 30, message="drained runtime stopped"
                 )
-                assert node_status(draining.node_id) == "STOPPED"
+                assert draining.runtime.proc.returncode == 0, draining.runtime.log()[-3000:]
+                assert node_status(draining.node_id) == "STOPPED", draining.runtime.log()[-3000:]
                 restart(draining)  # the web process stayed up; the runtime marks it UP again
                 faults.append(f"back {draining.node_id}")
                 mark(faults[-1])
