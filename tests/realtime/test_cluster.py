@@ -105,6 +105,16 @@ async def devices(transactional_db):
         await real.close()
 
 
+def bus_is_up(node: Node) -> bool:
+    """What the node's /metrics says of its bus (its probe passes)."""
+    import httpx
+
+    text = httpx.get(f"{node.http}/metrics", timeout=10).text
+    return any(
+        line.startswith("qprint_bus_up{") and line.endswith(" 1") for line in text.splitlines()
+    )
+
+
 def row(device_id: int) -> Device:
     return Device.objects.get(pk=device_id)
 
@@ -327,6 +337,9 @@ async def test_redis_restart_reconciles_every_connection_on_each_node(
         await real.connect(node.ws)
         await ready(device)
         reals.append((device, real))
+    # A previous outage may not be over for the nodes yet: start from a bus they see up.
+    for node in (a, b):
+        await eventually(lambda node=node: bus_is_up(node), 30, f"{node.node_id} bus up")
     mark = {n.node_id: len(n.log()) for n in (a, b)}
     redis_restored.stop()
     await eventually(
