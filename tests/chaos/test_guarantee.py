@@ -55,8 +55,9 @@ def cluster(transactional_db, subprocess_env, tmp_path):
     if reason:
         pytest.fail(f"the chaos test needs nginx, redis-server and libfaketime: {reason}")
     # Fast cluster clock for the test: heartbeat 1 s, a node is LOST after 5 s of silence.
-    ClusterSetting.objects.filter(key="heartbeat_seconds").update(value="1")
-    ClusterSetting.objects.filter(key="lost_after_seconds").update(value="5")
+    # (update_or_create: a transactional test before this one flushed the seeded rows.)
+    ClusterSetting.objects.update_or_create(key="heartbeat_seconds", defaults={"value": "1"})
+    ClusterSetting.objects.update_or_create(key="lost_after_seconds", defaults={"value": "5"})
     # The nodes run the example project's password hashers, not the suite's fast MD5 one.
     operator = get_user_model().objects.create_superuser("operator", "op@example.com")
     hasher = PBKDF2PasswordHasher()
