@@ -150,3 +150,29 @@ def test_job_is_printed_by_a_real_cups_queue_to_a_pdf(node, tenant, start_agent)
         assert len(pdfs) == 1 and pdfs[0].read_bytes().startswith(b"%PDF")
     finally:
         cups.stop()
+
+
+def test_commands_from_the_application_reach_the_agent_and_their_results_come_back(
+    node, tenant, start_agent, tmp_path
+):
+    from qprint.models import DeviceCommand
+
+    agent = start_agent(
+        node, tenant["token"], "--spooler", "directory", "--spool-dir", str(tmp_path / "out")
+    )
+    headers = {"Authorization": f"Bearer {tenant['key']}"}
+    url = node + f"api/v1/devices/{tenant['device']}/commands"
+    created = [
+        httpx.post(url, headers=headers, json=body, timeout=10)
+        for body in ({"type": "REPORT_PRINTERS"}, {"type": "PRINT_TEST_PAGE", "payload": {}})
+    ]
+    assert [r.status_code for r in created] == [201, 201], [r.text for r in created]
+
+    def finished():
+        rows = list(DeviceCommand.objects.order_by("created_at").values_list("status", "result"))
+        return all(status in ("DONE", "FAILED") for status, _ in rows) and rows
+
+    rows = wait_until(finished, 30, message=f"command results; agent log:\n{agent.log()[-2000:]}")
+    assert [status for status, _ in rows] == ["DONE", "DONE"], rows
+    assert rows[0][1]["printers"][0]["name"] == "directory"
+    assert rows[1][1]["spool_ref"].endswith(".txt")
