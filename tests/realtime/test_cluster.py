@@ -103,6 +103,17 @@ async def devices(transactional_db):
     yield make
     for real in made:
         await real.close()
+    await nodes_done_with_sockets()
+
+
+async def nodes_done_with_sockets() -> None:
+    """Wait until the nodes have closed every socket (cleared their rows): the database flush
+    after the test (TRUNCATE, table by table) must not race a ping's multi-table statement."""
+    await eventually(
+        lambda: not Device.objects.filter(connection_id__isnull=False).exists(),
+        20,
+        "nodes closed every socket",
+    )
 
 
 def bus_is_up(node: Node) -> bool:

@@ -15,7 +15,7 @@ from channels.db import database_sync_to_async
 from qprint import api
 from tests.processes import RedisServer
 from tests.realtime.cluster import Http, Node, RealDevice, database_url_of, node_env
-from tests.realtime.test_cluster import wait_for_other_sessions_to_end
+from tests.realtime.test_cluster import nodes_done_with_sockets, wait_for_other_sessions_to_end
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -60,3 +60,4 @@ async def test_connection_older_than_group_expiry_is_still_woken(core_node, tran
     finally:
         await real.close()
         await http.close()
+        await nodes_done_with_sockets()
