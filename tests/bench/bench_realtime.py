@@ -102,9 +102,18 @@ async def test_wake_latency_and_ping_throughput(cluster):
         reals.update(
             {device_id: real for (device_id, _), real in zip(batch, connected, strict=True)}
         )
-    # Each device is woken once when it reports its state (a job is queued): drain that.
+    # Each device is woken when it reports its state (a job is queued), and again when its node's
+    # bus subscribes it: wait for both, then for a quiet second, and start from empty queues.
     await asyncio.gather(*(real.frame("wake", 60) for real in reals.values()))
     print(f"\n{SOCKETS} sockets connected and ready in {time.monotonic() - started:.1f}s")
+    while True:
+        before = sum(len(real.seen) for real in reals.values())
+        await asyncio.sleep(1)
+        if sum(len(real.seen) for real in reals.values()) == before:
+            break
+    for real in reals.values():
+        while not real.frames.empty():
+            real.frames.get_nowait()
 
     layer = publisher_layer(redis.url)
     latencies: list[float] = []
@@ -112,6 +121,7 @@ async def test_wake_latency_and_ping_throughput(cluster):
     for _ in range(SAMPLES):
         device_id = random.choice(ids)
         message = {"type": "qprint.wake", "tenant": "bench", "device_id": device_id}
+        assert reals[device_id].frames.empty()
         t0 = time.perf_counter()
         await layer.group_send(f"qprint.device.{device_id}", message)
         await reals[device_id].frame("wake", 10)
