@@ -55,21 +55,19 @@ def test_singleton_task_runs_only_on_the_node_holding_its_lease(transactional_db
 
 
 def test_connections_gauge_is_written_and_a_failing_gauge_does_not_stop_the_heartbeat(
-    transactional_db, no_other_tasks, caplog
+    transactional_db, no_other_tasks, caplog, monkeypatch
 ):
-    gauges.register("connections", lambda node_id: 17 if node_id == "a" else 0)
-    try:
-        run_once("a")
-        assert ClusterNode.objects.get(node_id="a").connections == 17
+    # monkeypatch puts back the gauge the installed apps registered (qprint's connection count).
+    monkeypatch.setitem(gauges._gauges, "connections", lambda node_id: 17 if node_id == "a" else 0)
+    run_once("a")
+    assert ClusterNode.objects.get(node_id="a").connections == 17
 
-        def broken(node_id):
-            raise RuntimeError("socket table unavailable")
+    def broken(node_id):
+        raise RuntimeError("socket table unavailable")
 
-        gauges.register("connections", broken)
-        with caplog.at_level(logging.ERROR, logger="qcluster.gauges"):
-            assert run_once("a") == 0
-    finally:
-        gauges.unregister("connections")
+    monkeypatch.setitem(gauges._gauges, "connections", broken)
+    with caplog.at_level(logging.ERROR, logger="qcluster.gauges"):
+        assert run_once("a") == 0
     assert ClusterNode.objects.get(node_id="a").connections == 0
     assert any("gauge_failed name=connections node=a" in r.getMessage() for r in caplog.records)
 
