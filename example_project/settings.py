@@ -69,9 +69,11 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
 else:
-    # Persistent connections: the device sockets' own threads (qprint.socket_db) reuse theirs.
-    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=60)
-    DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+    # No persistent connections for requests: under ASGI each request runs in a thread of its
+    # own, so a kept connection would be left behind per request (Django's advice: keep 0 under
+    # ASGI; put PgBouncer in front when connecting per request costs too much). The device
+    # sockets' own threads (qprint.socket_db) keep theirs regardless.
+    DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:

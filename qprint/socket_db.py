@@ -8,9 +8,11 @@ HTTP claims. The socket path therefore runs on a pool of its own
 database connection, and never calls Channels' per-message ``close_old_connections`` on the
 shared thread.
 
-Connections follow Django's rules (``CONN_MAX_AGE``, ``CONN_HEALTH_CHECKS`` or the psycopg pool
-option): with ``CONN_MAX_AGE = 0`` every call opens and closes one; production nodes set a
-positive ``CONN_MAX_AGE`` or ``"pool"`` (see docs/REALTIME.md).
+Each of these threads keeps its connection for the life of the process, whatever
+``CONN_MAX_AGE`` says: that setting is about request threads, and Django's advice under ASGI is
+to leave it at 0 (each request runs in a thread of its own, so a kept connection would be left
+behind per request). A statement that fails with a database error drops its thread's connection,
+so the next statement reconnects (a restarted PostgreSQL costs one failed statement per thread).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
 
 from qprint.conf import qprint_settings
 
@@ -44,23 +46,27 @@ def executor() -> ThreadPoolExecutor:
         return _executor
 
 
-def _observed(func: Callable[..., T]) -> Callable[..., T]:
+def _on_socket_thread(func: Callable[..., T]) -> Callable[..., T]:
     def call(*args: Any, **kwargs: Any) -> T:
-        observer = statement_observer
-        if observer is None:
-            return func(*args, **kwargs)
-        from django.db import connection
+        from django.db import DatabaseError, connection
 
-        with connection.execute_wrapper(observer):
-            return func(*args, **kwargs)
+        try:
+            observer = statement_observer
+            if observer is None:
+                return func(*args, **kwargs)
+            with connection.execute_wrapper(observer):
+                return func(*args, **kwargs)
+        except DatabaseError:
+            connection.close()  # the next statement on this thread reconnects
+            raise
 
     return call
 
 
 async def run(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run ``func`` (a synchronous database function) on the socket path's own threads."""
-    return await database_sync_to_async(
-        _observed(func), thread_sensitive=False, executor=executor()
+    return await sync_to_async(
+        _on_socket_thread(func), thread_sensitive=False, executor=executor()
     )(*args, **kwargs)
 
 

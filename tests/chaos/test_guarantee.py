@@ -74,9 +74,6 @@ def cluster(transactional_db, subprocess_env, tmp_path):
         "REDIS_URL": redis.url,
         "QPRINT_HEARTBEAT_SECONDS": "1",
         "QCLUSTER_DRAIN_GRACE_SECONDS": "2",
-        # Connections are not kept between requests: under ASGI each request's thread would
-        # keep its own, and 3 nodes under load then hold ~90 (PostgreSQL's default maximum: 100).
-        "CONN_MAX_AGE": "0",
     }
     nodes = [
         Node("node-1", env),
