@@ -133,5 +133,10 @@ LOGGING = {
     "formatters": {"event": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "event"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
-    "loggers": {"django": {"level": "WARNING"}, "daphne": {"level": "WARNING"}},
+    "loggers": {
+        "django": {"level": "WARNING"},
+        # A 409 from a closed claim gate is an answer, not an incident: log 5xx only.
+        "django.request": {"level": "ERROR"},
+        "daphne": {"level": "WARNING"},
+    },
 }
