@@ -10,6 +10,9 @@ and never stored in clear: not in the database, the session or a message cookie.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
+from typing import Any
+
 from django.contrib import admin, messages
 from django.db.models import (
     BooleanField,
@@ -25,7 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
-from django.utils.translation import ngettext
+from django.utils.translation import ngettext, ngettext_lazy
 
 from qprint import api
 from qprint.errors import QPrintError
@@ -79,8 +82,8 @@ def report(
     failures: list[str],
     done_message: str,
 ) -> None:
-    """One message for the rows done (``done_message``, already ``ngettext``-ed with a
-    ``%(count)d``), one warning naming the rows refused and why."""
+    """One message for the rows done (``done_message``, an ``ngettext_lazy`` keyed on
+    ``count``), one warning naming the rows refused and why."""
     if done:
         modeladmin.message_user(request, done_message % {"count": done})
     if failures:
@@ -94,6 +97,45 @@ def report(
             % {"count": len(failures), "list": "; ".join(failures)},
             messages.WARNING,
         )
+
+
+def apply_to_all(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    queryset: QuerySet,
+    act: Callable[[Any], object],
+    done_message: str,
+) -> None:
+    """Run ``act`` on every selected row (none may be refused) and say how many were done."""
+    for row in queryset:
+        act(row)
+    count = len(queryset)
+    modeladmin.message_user(request, done_message % {"count": count})
+
+
+def apply_to_each(
+    modeladmin: admin.ModelAdmin,
+    request: HttpRequest,
+    rows: Iterable[Any],
+    act: Callable[[Any], object],
+    name: Callable[[Any], str],
+    done_message: str,
+) -> None:
+    """Run ``act`` on each row; one the API refuses is named (``name``) in the warning of
+    :func:`report`, and the others go on."""
+    done, failures = 0, []
+    for row in rows:
+        try:
+            act(row)
+            done += 1
+        except QPrintError as exc:
+            failures.append(f"{name(row)}: {exc.message}")
+    report(modeladmin, request, done, failures, done_message)
+
+
+def short_job_id(job: PrintJob) -> str:
+    """The first eight characters of a job's id, as the job list shows it."""
+    return str(job.id)[:8]
 
 
 # --- Devices -----------------------------------------------------------------------------------
@@ -234,24 +276,22 @@ class DeviceAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Pause selected devices"), permissions=["change"])
     def pause_devices(self, request, queryset):
-        for device in queryset:
-            api.pause_device(device)
-        count = len(queryset)
-        self.message_user(
+        apply_to_all(
+            self,
             request,
-            ngettext("Paused %(count)d device.", "Paused %(count)d devices.", count)
-            % {"count": count},
+            queryset,
+            api.pause_device,
+            ngettext_lazy("Paused %(count)d device.", "Paused %(count)d devices.", "count"),
         )
 
     @admin.action(description=_("Resume selected devices"), permissions=["change"])
     def resume_devices(self, request, queryset):
-        for device in queryset:
-            api.resume_device(device)
-        count = len(queryset)
-        self.message_user(
+        apply_to_all(
+            self,
             request,
-            ngettext("Resumed %(count)d device.", "Resumed %(count)d devices.", count)
-            % {"count": count},
+            queryset,
+            api.resume_device,
+            ngettext_lazy("Resumed %(count)d device.", "Resumed %(count)d devices.", "count"),
         )
 
     @admin.action(
@@ -265,56 +305,52 @@ class DeviceAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Send a test page"), permissions=["change"])
     def send_test_page(self, request, queryset):
-        done, failures = 0, []
-        for device in queryset:
+
+        def send(device: Device) -> None:
             content = (
                 f"qprint test page\n\nDevice: {device.tenant}/{device.name}\n"
                 f"Sent by: {request.user.get_username()}\nAt: {timezone.now().isoformat()}\n"
             ).encode()
-            try:
-                api.submit_job(
-                    device.tenant,
-                    device,
-                    content,
-                    TEST_PAGE_CONTENT_TYPE,
-                    title="Test page",
-                    submitted_by=actor(request),
-                )
-                done += 1
-            except QPrintError as exc:
-                failures.append(f"{device}: {exc.message}")
-        report(
+            api.submit_job(
+                device.tenant,
+                device,
+                content,
+                TEST_PAGE_CONTENT_TYPE,
+                title="Test page",
+                submitted_by=actor(request),
+            )
+
+        apply_to_each(
             self,
             request,
-            done,
-            failures,
-            ngettext(
+            queryset,
+            send,
+            str,
+            ngettext_lazy(
                 "Queued a test page for %(count)d device.",
                 "Queued a test page for %(count)d devices.",
-                done,
+                "count",
             ),
         )
 
     @admin.action(description=_("Disable selected devices"), permissions=["change"])
     def disable_devices(self, request, queryset):
-        for device in queryset:
-            api.disable_device(device)
-        count = len(queryset)
-        self.message_user(
+        apply_to_all(
+            self,
             request,
-            ngettext("Disabled %(count)d device.", "Disabled %(count)d devices.", count)
-            % {"count": count},
+            queryset,
+            api.disable_device,
+            ngettext_lazy("Disabled %(count)d device.", "Disabled %(count)d devices.", "count"),
         )
 
     @admin.action(description=_("Enable selected devices"), permissions=["change"])
     def enable_devices(self, request, queryset):
-        for device in queryset:
-            api.enable_device(device)
-        count = len(queryset)
-        self.message_user(
+        apply_to_all(
+            self,
             request,
-            ngettext("Enabled %(count)d device.", "Enabled %(count)d devices.", count)
-            % {"count": count},
+            queryset,
+            api.enable_device,
+            ngettext_lazy("Enabled %(count)d device.", "Enabled %(count)d devices.", "count"),
         )
 
 
@@ -390,7 +426,7 @@ class PrintJobAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("id"), ordering="id")
     def short_id(self, job: PrintJob) -> str:
-        return str(job.id)[:8]
+        return short_job_id(job)
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -401,43 +437,31 @@ class PrintJobAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Cancel selected jobs"), permissions=["change"])
     def cancel_jobs(self, request, queryset):
-        done, failures = 0, []
-        for job in queryset:
-            try:
-                api.cancel_job(job, by=actor(request))
-                done += 1
-            except QPrintError as exc:
-                failures.append(f"{str(job.id)[:8]}: {exc.message}")
-        report(
+        apply_to_each(
             self,
             request,
-            done,
-            failures,
-            ngettext(
+            queryset,
+            lambda job: api.cancel_job(job, by=actor(request)),
+            short_job_id,
+            ngettext_lazy(
                 "Cancelled %(count)d job (or asked its device to).",
                 "Cancelled %(count)d jobs (or asked their devices to).",
-                done,
+                "count",
             ),
         )
 
     @admin.action(description=_("Reprint selected jobs"), permissions=["change"])
     def reprint_jobs(self, request, queryset):
-        done, failures = 0, []
-        for job in queryset:
-            try:
-                api.reprint_job(job, by=actor(request))
-                done += 1
-            except QPrintError as exc:
-                failures.append(f"{str(job.id)[:8]}: {exc.message}")
-        report(
+        apply_to_each(
             self,
             request,
-            done,
-            failures,
-            ngettext(
+            queryset,
+            lambda job: api.reprint_job(job, by=actor(request)),
+            short_job_id,
+            ngettext_lazy(
                 "Queued a reprint of %(count)d job.",
                 "Queued reprints of %(count)d jobs.",
-                done,
+                "count",
             ),
         )
 
@@ -526,21 +550,11 @@ class ApplicationKeyAdmin(admin.ModelAdmin):
 
     @admin.action(description=_("Revoke selected keys"), permissions=["change"])
     def revoke_keys(self, request, queryset):
-        done, failures = 0, []
-        for key in queryset.filter(revoked=False):
-            try:
-                api.revoke_application_key(key.tenant, key.name)
-                done += 1
-            except QPrintError as exc:
-                failures.append(f"{key}: {exc.message}")
-        report(
+        apply_to_each(
             self,
             request,
-            done,
-            failures,
-            ngettext(
-                "Revoked %(count)d key.",
-                "Revoked %(count)d keys.",
-                done,
-            ),
+            queryset.filter(revoked=False),
+            lambda key: api.revoke_application_key(key.tenant, key.name),
+            str,
+            ngettext_lazy("Revoked %(count)d key.", "Revoked %(count)d keys.", "count"),
         )
