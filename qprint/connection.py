@@ -148,6 +148,19 @@ def _json(value: Any) -> dict[str, Any]:
     return value or {}
 
 
+def _guarded_row(device_id: int, connection_id: uuid.UUID, statement: str, params: list) -> tuple:
+    """Run one statement guarded ``WHERE id = %s AND connection_id = %s`` and return its row.
+
+    No row means another connection took the device: :class:`Replaced`.
+    """
+    with db.cursor() as cursor:
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+    return row
+
+
 def lease_seconds(heartbeat_seconds: float) -> float:
     return LEASE_HEARTBEATS * heartbeat_seconds
 
@@ -191,19 +204,17 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
     """Renew the lease and learn, in the same statement, what the connection has not been told."""
     sql = _vendor_sql()
     t = _tables()
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
+    row = _guarded_row(
+        device_id,
+        connection_id,
+        f"""
             UPDATE {t["device"]} SET
                 connection_lease_expires_at = {sql["lease"]}, last_seen_at = {sql["now"]}
             WHERE id = %s AND connection_id = %s
             RETURNING {_state_columns(sql)}
             """,
-            [lease_seconds(heartbeat_seconds), device_id, _uuid_param(connection_id)],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+        [lease_seconds(heartbeat_seconds), device_id, _uuid_param(connection_id)],
+    )
     return _state(row)
 
 
@@ -211,17 +222,15 @@ def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     """What :func:`ping` returns, without renewing the lease (a wakeup, a reconcile)."""
     sql = _vendor_sql()
     t = _tables()
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
+    row = _guarded_row(
+        device_id,
+        connection_id,
+        f"""
             SELECT {_state_columns(sql)} FROM {t["device"]}
             WHERE id = %s AND connection_id = %s
             """,
-            [device_id, _uuid_param(connection_id)],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+        [device_id, _uuid_param(connection_id)],
+    )
     return _state(row)
 
 
@@ -238,9 +247,10 @@ def mark_ready(
     """
     sql = _vendor_sql()
     t = _tables()
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
+    row = _guarded_row(
+        device_id,
+        connection_id,
+        f"""
             UPDATE {t["device"]} SET
                 connection_ready = {sql["true"]},
                 control_applied_revision = %s, settings_applied_revision = %s,
@@ -248,17 +258,14 @@ def mark_ready(
             WHERE id = %s AND connection_id = %s
             RETURNING {_state_columns(sql)}
             """,
-            [
-                control_applied_revision,
-                settings_applied_revision,
-                lease_seconds(heartbeat_seconds),
-                device_id,
-                _uuid_param(connection_id),
-            ],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+        [
+            control_applied_revision,
+            settings_applied_revision,
+            lease_seconds(heartbeat_seconds),
+            device_id,
+            _uuid_param(connection_id),
+        ],
+    )
     return _state(row)
 
 
@@ -282,15 +289,13 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:
     """The device's settings revision and values (read only when the revision moved)."""
     t = _tables()
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"SELECT settings_revision, settings FROM {t['device']} "
-            "WHERE id = %s AND connection_id = %s",
-            [device_id, _uuid_param(connection_id)],
-        )
-        row = cursor.fetchone()
-    if row is None:
-        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+    row = _guarded_row(
+        device_id,
+        connection_id,
+        f"SELECT settings_revision, settings FROM {t['device']} "
+        "WHERE id = %s AND connection_id = %s",
+        [device_id, _uuid_param(connection_id)],
+    )
     return int(row[0]), _json(row[1])
 
 
