@@ -163,17 +163,22 @@ def media_type(request: HttpRequest) -> str:
     return (request.content_type or "").split(";")[0].strip().lower()
 
 
-def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> dict[str, Any]:
-    """The JSON object in the body (415 another content type, 413 too long, 422 not an object)."""
+def read_json_body(request: HttpRequest, limit: int) -> bytes:
+    """The raw body of a JSON request (415 another content type, 413 longer than ``limit``)."""
     if media_type(request) != "application/json":
         raise RequestError(
             "unsupported_media_type", 415, "The request body must be application/json."
         )
-    data = read_limited(
+    return read_limited(
         request,
         limit,
         RequestError("request_too_large", 413, f"The request body exceeds {limit} bytes."),
     )
+
+
+def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> dict[str, Any]:
+    """The JSON object in the body (415 another content type, 413 too long, 422 not an object)."""
+    data = read_json_body(request, limit)
     try:
         body = json.loads(data or b"{}")
     except ValueError as exc:
@@ -185,15 +190,7 @@ def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> 
 
 def read_json_value(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> Any:
     """Any JSON value in the body (used where the body is a list, e.g. the printers)."""
-    if media_type(request) != "application/json":
-        raise RequestError(
-            "unsupported_media_type", 415, "The request body must be application/json."
-        )
-    data = read_limited(
-        request,
-        limit,
-        RequestError("request_too_large", 413, f"The request body exceeds {limit} bytes."),
-    )
+    data = read_json_body(request, limit)
     try:
         return json.loads(data or b"null")
     except ValueError as exc:
