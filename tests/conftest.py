@@ -7,6 +7,7 @@ import pytest
 from django.conf import settings
 
 from tests import services as service_discovery
+from tests.processes import database_url_of
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
@@ -52,15 +53,7 @@ def live_database_url(transactional_db) -> str:
     """
     from django.db import connection
 
-    d = connection.settings_dict
-    if d["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{d['NAME']}"
-    user = d.get("USER") or ""
-    password = f":{d['PASSWORD']}" if d.get("PASSWORD") else ""
-    auth = f"{user}{password}@" if user else ""
-    host = d.get("HOST") or "127.0.0.1"
-    port = f":{d['PORT']}" if d.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{d['NAME']}"
+    return database_url_of(connection.settings_dict)
 
 
 @pytest.fixture

@@ -13,10 +13,23 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def database_url_of(settings_dict: dict[str, Any]) -> str:
+    """A URL to the database of a Django ``settings_dict``, for subprocesses (``DATABASE_URL``)."""
+    d = settings_dict
+    if d["ENGINE"] == "django.db.backends.sqlite3":
+        return f"sqlite:///{d['NAME']}"
+    user = d.get("USER") or ""
+    password = f":{d['PASSWORD']}" if d.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    host = d.get("HOST") or "127.0.0.1"
+    port = f":{d['PORT']}" if d.get("PORT") else ""
+    return f"postgres://{auth}{host}{port}/{d['NAME']}"
 
 
 def wait_until(

@@ -15,18 +15,7 @@ import httpx
 import websockets
 
 from tests.processes import REPO_ROOT, ManagedProcess, daphne_node, free_port, port_open, wait_until
-
-
-def database_url_of(settings_dict: dict[str, Any]) -> str:
-    d = settings_dict
-    if d["ENGINE"] == "django.db.backends.sqlite3":
-        return f"sqlite:///{d['NAME']}"
-    user = d.get("USER") or ""
-    password = f":{d['PASSWORD']}" if d.get("PASSWORD") else ""
-    auth = f"{user}{password}@" if user else ""
-    host = d.get("HOST") or "127.0.0.1"
-    port = f":{d['PORT']}" if d.get("PORT") else ""
-    return f"postgres://{auth}{host}{port}/{d['NAME']}"
+from tests.processes import database_url_of as database_url_of  # the realtime tests import it here
 
 
 def node_env(database_url: str, redis_url: str | None, node_id: str, **extra: str) -> dict:
