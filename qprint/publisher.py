@@ -14,20 +14,24 @@ Messages carry the tenant and the device id only; the socket reads the row.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import logging
 import queue
 import threading
+import time
 from dataclasses import dataclass, field
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from qprint import bus
-from qprint.conf import qprint_settings
+from qprint.conf import DEFAULTS, qprint_settings
 
 logger = logging.getLogger("qprint.publisher")
 
 #: How long one group_send may take before the wakeup is dropped.
 SEND_TIMEOUT_SECONDS = 1.0
+#: How long a process that exits waits for its queued wakeups.
+EXIT_FLUSH_SECONDS = 2.0
 
 
 @dataclass
@@ -48,9 +52,7 @@ class ChannelLayerPublisher:
     """Wakeups to the channel layer from a bounded queue, on a thread of its own."""
 
     def __init__(self, queue_size: int | None = None) -> None:
-        self.queue: queue.Queue[dict] = queue.Queue(
-            maxsize=queue_size or int(qprint_settings.WAKE_QUEUE_SIZE)
-        )
+        self.queue: queue.Queue[dict] = queue.Queue(maxsize=queue_size or _configured_queue_size())
         self.counters = PublisherCounters()
         self._thread: threading.Thread | None = None
         self._thread_lock = threading.Lock()
@@ -76,6 +78,19 @@ class ChannelLayerPublisher:
             return
         self.counters.add("queued")
         self._ensure_thread()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for the queued wakeups to be sent (or dropped).
+
+        Called at interpreter exit, so a short-lived process (``qprint_submit``, a script using
+        ``qprint.api``) does not leave its wakeups behind in the queue.
+        """
+        deadline = time.monotonic() + timeout
+        while self.queue.unfinished_tasks:
+            if time.monotonic() >= deadline or not (self._thread and self._thread.is_alive()):
+                return False
+            time.sleep(0.01)
+        return True
 
     def _ensure_thread(self) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -110,8 +125,19 @@ class ChannelLayerPublisher:
                     message["device_id"],
                     exc,
                 )
-                continue
-            self.counters.add("published")
+            else:
+                self.counters.add("published")
+            finally:
+                self.queue.task_done()
+
+
+def _configured_queue_size() -> int:
+    """``QPRINT["WAKE_QUEUE_SIZE"]``; a bad value falls back to the default here, and
+    ``manage.py check`` names it (qprint's settings checks) instead of a crash at start-up."""
+    try:
+        return max(1, int(qprint_settings.WAKE_QUEUE_SIZE))
+    except (TypeError, ValueError):
+        return DEFAULTS["WAKE_QUEUE_SIZE"]
 
 
 _installed: ChannelLayerPublisher | None = None
@@ -124,6 +150,7 @@ def install() -> ChannelLayerPublisher:
     global _installed
     if _installed is None:
         _installed = ChannelLayerPublisher()
+        atexit.register(_installed.flush, EXIT_FLUSH_SECONDS)
     wakeups.set_publisher(_installed)
     return _installed
 

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
+import subprocess
 import uuid
+
+import pytest
+from channels.db import database_sync_to_async
 
 from qprint import api, connection, metrics, publisher
 from qprint.publisher import ChannelLayerPublisher
@@ -71,3 +76,36 @@ def test_system_checks_name_bad_socket_settings(settings):
     assert any("MAX_FRAME_BYTES" in m for m in messages)
     assert any("SOCKET_DB_THREADS" in m for m in messages)
     assert any("DRAIN_SPREAD_SECONDS" in m for m in messages)
+
+
+@pytest.mark.services
+@pytest.mark.slow
+async def test_short_lived_process_sends_its_wakeup_before_it_exits(
+    subprocess_env, services, tmp_path
+):
+    """``manage.py qprint_submit`` (or any script) queues a wakeup and exits at once: the exit
+    waits for the publisher, so the device is woken now, not at its next heartbeat."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    from qprint import bus
+    from tests.processes import manage
+
+    device, _ = await database_sync_to_async(api.create_device)("acme", "desk-exit")
+    layer = RedisPubSubChannelLayer(hosts=[{"address": services.redis_url}])
+    channel = await layer.new_channel()
+    await layer.group_add(bus.device_group(device.pk), channel)
+    try:
+        document = tmp_path / "page.txt"
+        document.write_text("hello")
+        result = await asyncio.to_thread(
+            subprocess.run,
+            manage("qprint_submit", "--tenant", "acme", "--device", "desk-exit", str(document)),
+            env={**subprocess_env, "REDIS_URL": services.redis_url},
+            capture_output=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr.decode()
+        message = await asyncio.wait_for(layer.receive(channel), 10)
+        assert message == {"type": "qprint.wake", "tenant": "acme", "device_id": device.pk}
+    finally:
+        await layer.flush()
