@@ -16,7 +16,9 @@ DEBUG = env.bool("DEBUG", default=False)
 SECRET_KEY = env.str("SECRET_KEY", default="insecure-example-key-change-me" if DEBUG else "")
 if not SECRET_KEY:
     SECRET_KEY = "insecure-example-key-set-SECRET_KEY"
-ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else ["localhost", "127.0.0.1"])
+# Required in production: with DEBUG off and ALLOWED_HOSTS unset, Django answers 400 to every
+# request (and `manage.py check --deploy` says so) instead of guessing host names.
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else [])
 
 INSTALLED_APPS = [
     "daphne",
@@ -119,7 +121,14 @@ EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.cons
 
 QPRINT = {}
 if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):
-    QPRINT["HEARTBEAT_SECONDS"] = env.int("QPRINT_HEARTBEAT_SECONDS")
+    # Passed on as written when it is not a number, so `manage.py check` names the bad value.
+    try:
+        QPRINT["HEARTBEAT_SECONDS"] = float(env.str("QPRINT_HEARTBEAT_SECONDS"))
+    except ValueError:
+        QPRINT["HEARTBEAT_SECONDS"] = env.str("QPRINT_HEARTBEAT_SECONDS")
+    else:
+        if QPRINT["HEARTBEAT_SECONDS"].is_integer():
+            QPRINT["HEARTBEAT_SECONDS"] = int(QPRINT["HEARTBEAT_SECONDS"])
 
 QCLUSTER = {}
 if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):

@@ -15,3 +15,28 @@ def test_models_and_migrations_are_in_step(db):
     out = StringIO()
     call_command("makemigrations", "--check", "--dry-run", stdout=out)
     assert "No changes detected" in out.getvalue()
+
+
+def test_check_names_a_bad_heartbeat_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    from tests.processes import REPO_ROOT
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "QPRINT_HEARTBEAT_SECONDS": "abc",
+        "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
+    }
+    result = subprocess.run(
+        [sys.executable, str(REPO_ROOT / "manage.py"), "check"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "qprint.E002" in result.stderr
+    assert "'abc'" in result.stderr
