@@ -6,13 +6,23 @@ moves allowed.
 """
 
 import uuid
+from datetime import timedelta
 
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Now
+from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
+from qprint.conf import qprint_settings
 from qprint.states import JobStatus, is_final
+
+
+def default_expires_at():
+    """``now + JOB_TTL_SECONDS`` (None: never) for a job created without ``qprint.api``, which
+    sets the expiry itself on the database clock."""
+    ttl = qprint_settings.JOB_TTL_SECONDS
+    return None if ttl is None else timezone.now() + timedelta(seconds=ttl)
 
 
 class PrintJob(models.Model):
@@ -62,7 +72,9 @@ class PrintJob(models.Model):
     claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
     received_at = models.DateTimeField(_("received at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
-    expires_at = models.DateTimeField(_("expires at"), null=True, blank=True)
+    expires_at = models.DateTimeField(
+        _("expires at"), null=True, blank=True, default=default_expires_at
+    )
     submitted_by = models.CharField(_("submitted by"), max_length=255, blank=True, default="")
 
     class Meta:

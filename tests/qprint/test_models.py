@@ -74,3 +74,24 @@ def test_submitted_job_has_size_sha256_document_and_expiry_on_the_database_clock
     assert job.status == JobStatus.QUEUED
     assert (job.expires_at - job.created_at).total_seconds() == 86400
     assert PrintJob.objects.filter(pk=job.pk, created_at__lte=Now()).exists()
+
+
+def test_job_created_without_the_api_still_expires_after_the_ttl(settings):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    device = make_device().device
+    settings.QPRINT = {"JOB_TTL_SECONDS": 600}
+    before = timezone.now()
+    job = PrintJob.objects.create(
+        tenant=device.tenant, device=device, content_type="text/plain", size=1, sha256="x"
+    )
+    assert before + timedelta(seconds=600) <= job.expires_at
+    assert job.expires_at <= timezone.now() + timedelta(seconds=600)
+
+    settings.QPRINT = {"JOB_TTL_SECONDS": None}
+    forever = PrintJob.objects.create(
+        tenant=device.tenant, device=device, content_type="text/plain", size=1, sha256="y"
+    )
+    assert forever.expires_at is None
