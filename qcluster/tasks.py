@@ -24,14 +24,17 @@ class SingletonTask:
 _registry: dict[str, SingletonTask] = {}
 
 
-def register(name: str, every: timedelta, func: Callable[[], object]) -> SingletonTask:
-    """Register ``func`` to run every ``every`` on one node of the cluster at a time.
+def register(name: str, every: timedelta | float, func: Callable[[], object]) -> SingletonTask:
+    """Register ``func`` to run every ``every`` (a timedelta or seconds) on one node of the
+    cluster at a time.
 
     Call it from ``AppConfig.ready()``. Registering the same name again replaces the task (so a
     reloaded module does not register twice).
     """
     if not name:
         raise ValueError("A task needs a name.")
+    if not isinstance(every, timedelta):
+        every = timedelta(seconds=every)
     if every.total_seconds() <= 0:
         raise ValueError(f"Task {name!r}: 'every' must be positive, got {every}.")
     task = SingletonTask(name=name, every=every, func=func)
