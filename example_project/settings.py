@@ -71,11 +71,22 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
 else:
-    # No persistent connections for requests: under ASGI each request runs in a thread of its
-    # own, so a kept connection would be left behind per request (Django's advice: keep 0 under
-    # ASGI; put PgBouncer in front when connecting per request costs too much). The device
-    # sockets' own threads (qprint.socket_db) keep theirs regardless.
+    # Django's psycopg pool (docs/PERFORMANCE.md, "Connections"): a request, and each statement
+    # of the device sockets' threads, takes an open connection from the process's pool and gives
+    # it back, so no request opens a database connection. DATABASE_POOL_MAX_SIZE bounds the
+    # connections of each process. DATABASE_POOL=off for PgBouncer in transaction mode (the pool
+    # would hold server connections PgBouncer already pools); then CONN_MAX_AGE applies (0: a
+    # connection per request, Django's advice under ASGI). A pool requires CONN_MAX_AGE = 0.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+    if env.bool("DATABASE_POOL", default=True):
+        pool_max = env.int("DATABASE_POOL_MAX_SIZE", default=10)
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": min(2, pool_max),
+            "max_size": pool_max,
+            # A request waits this long for a free connection, then answers 503.
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:

@@ -23,6 +23,7 @@ POSITIVE_INTEGERS = (
     "JOB_RETENTION_DAYS",
     "MAX_FRAME_BYTES",
     "SOCKET_DB_THREADS",
+    "HTTP_DB_THREADS",
 )
 #: Seconds of the device socket's background work (fractions allowed).
 POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
