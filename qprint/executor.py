@@ -45,6 +45,9 @@ class DatabaseThreads:
 
     #: Called around each statement run here (tests count statements with it).
     statement_observer: Callable[..., Any] | None = None
+    #: Run on the caller's own sync thread instead (tests whose data sits in the test thread's
+    #: open transaction, invisible to other connections, set it).
+    inline: bool = False
 
     def __init__(self, name: str, setting: str) -> None:
         self.name = name
@@ -82,6 +85,8 @@ class DatabaseThreads:
 
     async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run ``func`` (a synchronous database function) on these threads."""
+        if self.inline:
+            return await sync_to_async(func, thread_sensitive=True)(*args, **kwargs)
         return await sync_to_async(
             self._on_thread(func), thread_sensitive=False, executor=self.executor()
         )(*args, **kwargs)

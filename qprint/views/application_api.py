@@ -36,7 +36,7 @@ def submitted_by(key: ApplicationKey) -> str:
     return f"key:{key.name}"
 
 
-@application_endpoint("GET", "POST")
+@application_endpoint("GET", "POST", run_async=True)
 def jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     if request.method == "POST":
         return submit(request, key)
@@ -88,14 +88,14 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     )
 
 
-@application_endpoint("GET")
+@application_endpoint("GET", run_async=True)
 def job_detail(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """The job with its events, oldest first."""
     job = api.get_job(key.tenant, job_id)
     return json_response(job_with_events(job, job.events.order_by("recorded_at", "id")))
 
 
-@application_endpoint("POST")
+@application_endpoint("POST", run_async=True)
 def job_cancel(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """200 the job, cancelled or with its cancel asked of the device; 409 ``job_final``."""
     api.cancel_job(job_id, tenant=key.tenant, by=submitted_by(key))

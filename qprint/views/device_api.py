@@ -30,7 +30,7 @@ from qprint.views.http import (
 DOWNLOADABLE_AFTER_CLAIM = (JobStatus.RECEIVED, JobStatus.SPOOLED)
 
 
-@device_endpoint("POST")
+@device_endpoint("POST", run_async=True)
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
     assignment = claim_next_job(device.pk)
@@ -57,7 +57,7 @@ def downloadable_job(device: Device, job_id: str) -> PrintJob:
     return job
 
 
-@device_endpoint("GET")
+@device_endpoint("GET", run_async=True)
 def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """The document's bytes; ``ETag`` is the quoted sha256 the device checks them against."""
     job = downloadable_job(device, job_id)
@@ -72,7 +72,7 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
     return response
 
 
-@device_endpoint("POST")
+@device_endpoint("POST", run_async=True)
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""
     outcome = record_device_event(device, job_id, read_json_object(request))
@@ -84,7 +84,7 @@ def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpRespons
     return json_response(body, status=201 if outcome.created else 200)
 
 
-@device_endpoint("POST")
+@device_endpoint("POST", run_async=True)
 def command_result(request: HttpRequest, device: Device, command_id: str) -> HttpResponse:
     """The device reports how a command ended: ``{status: DONE|FAILED, result}``."""
     body = read_json_object(request)
