@@ -5,8 +5,8 @@ the status the SPEC names. Both APIs authenticate with a bearer secret, never a 
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
 credentials and map :class:`qprint.errors.QPrintError` to its JSON answer; their ``run_async``
-form makes an async view that runs the same function on the node's database threads. The views hold no
-business rule: that lives in ``qprint.api``, ``qprint.claim`` and ``qprint.events``.
+form makes an async view that runs the same function on the node's database threads. The views
+hold no business rule: that lives in ``qprint.api``, ``qprint.claim`` and ``qprint.events``.
 """
 
 from __future__ import annotations
