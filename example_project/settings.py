@@ -34,14 +34,16 @@ INSTALLED_APPS = [
     "qprint",
 ]
 
+# Django's own middleware, run on the event loop without a thread hop per hook under ASGI
+# (example_project/middleware.py; docs/PERFORMANCE.md, "Per request").
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "example_project.middleware.SecurityMiddleware",
+    "example_project.middleware.SessionMiddleware",
+    "example_project.middleware.CommonMiddleware",
+    "example_project.middleware.CsrfViewMiddleware",
+    "example_project.middleware.AuthenticationMiddleware",
+    "example_project.middleware.MessageMiddleware",
+    "example_project.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "example_project.urls"

@@ -38,7 +38,7 @@ from qprint.models import Device, PrintDocument, PrintJob, PrintJobEvent
 from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
-from tests.processes import ManagedProcess, RedisServer, python, wait_until
+from tests.processes import ManagedProcess, RedisServer, python
 from tests.realtime.cluster import Node, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -90,6 +90,14 @@ class Fleet:
 
 def ready_count() -> int:
     return Device.objects.filter(tenant="bench", connection_ready=True).count()
+
+
+async def until(predicate, timeout: float, what: str) -> None:
+    """Wait for ``predicate(ready devices)``, failing after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate(await database_sync_to_async(ready_count)()):
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.2)
 
 
 def reset_jobs() -> None:
@@ -235,16 +243,12 @@ async def test_end_to_end(cluster, bench_result):
 
     async def with_fleet(label: str, args_of, phases):
         with Fleet(args_of, nodes, halves, env):
-            await asyncio.to_thread(
-                wait_until, lambda: ready_count() == DEVICES, 120, 0.2, f"{label} ready"
-            )
+            await until(lambda n: n == DEVICES, 120, f"{label} ready")
             for name, jobs, rate in phases:
                 profile = f"{label}-{name}" if PROFILE_DIR and rate is None else ""
                 results[f"{label}/{name}"] = await phase(nodes, key, names, jobs, rate, profile)
                 print(f"{label}/{name}: {results[f'{label}/{name}']}", flush=True)
-        await asyncio.to_thread(
-            wait_until, lambda: ready_count() == 0, 60, 0.2, f"{label} disconnected"
-        )
+        await until(lambda n: n == 0, 60, f"{label} disconnected")
 
     push_phases = [("latency", LATENCY_JOBS, RATE), ("throughput", FLOOD, None)]
     variants = [
