@@ -63,10 +63,12 @@ def document_url(request: HttpRequest, job_id) -> str:
 
 def assignment_object(request: HttpRequest, assignment) -> dict[str, Any]:
     """The claim's 200 body: the domain's assignment plus the absolute ``document_url``."""
-    return {
-        **assignment.as_dict(),
-        "document_url": document_url(request, assignment.job_id),
-    }
+    return assignment_body(assignment, document_url(request, assignment.job_id))
+
+
+def assignment_body(assignment, url: str) -> dict[str, Any]:
+    """The claim's 200 body (HTTP and the socket's ``assignment`` frame) with its document URL."""
+    return {**assignment.as_dict(), "document_url": url}
 
 
 def printer_object(printer) -> dict[str, Any]:

@@ -11,12 +11,10 @@ import uuid
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
-from qprint import api, documents
-from qprint.claim import claim_next_job
+from qprint import api, device_operations, documents
 from qprint.errors import NotFound
-from qprint.events import record_device_event
 from qprint.models import Device, PrintJob
-from qprint.serializers import assignment_object, command_object, event_object, printer_object
+from qprint.serializers import document_url, printer_object
 from qprint.states import JobStatus
 from qprint.views.http import (
     device_endpoint,
@@ -33,10 +31,10 @@ DOWNLOADABLE_AFTER_CLAIM = (JobStatus.RECEIVED, JobStatus.SPOOLED)
 @device_endpoint("POST", run_async=True)
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
-    assignment = claim_next_job(device.pk)
-    if assignment is None:
+    answer = device_operations.claim(device.pk, lambda job_id: document_url(request, job_id))
+    if answer.body is None:
         return HttpResponse(status=204)
-    return json_response(assignment_object(request, assignment))
+    return json_response(answer.body, status=answer.status)
 
 
 def downloadable_job(device: Device, job_id: str) -> PrintJob:
@@ -75,24 +73,15 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
 @device_endpoint("POST", run_async=True)
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""
-    outcome = record_device_event(device, job_id, read_json_object(request))
-    body = {
-        **event_object(outcome.event),
-        "job_id": str(outcome.job.pk),
-        "job_status": outcome.job.status,
-    }
-    return json_response(body, status=201 if outcome.created else 200)
+    answer = device_operations.event(device, job_id, read_json_object(request))
+    return json_response(answer.body, status=answer.status)
 
 
 @device_endpoint("POST", run_async=True)
 def command_result(request: HttpRequest, device: Device, command_id: str) -> HttpResponse:
     """The device reports how a command ended: ``{status: DONE|FAILED, result}``."""
-    body = read_json_object(request)
-    status = body.get("status")
-    if status not in ("DONE", "FAILED"):
-        raise invalid("status", "must be DONE or FAILED")
-    command = api.record_command_result(device, command_id, status, body.get("result"))
-    return json_response(command_object(command))
+    answer = device_operations.command_result(device, command_id, read_json_object(request))
+    return json_response(answer.body, status=answer.status)
 
 
 @device_endpoint("PUT")

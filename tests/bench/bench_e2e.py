@@ -106,6 +106,31 @@ def reset_jobs() -> None:
     PrintJob.objects.all().delete()
 
 
+def steps() -> dict[str, float]:
+    """Median time of each step of a job, from the database's own timestamps."""
+    import statistics
+
+    spooled = dict(
+        PrintJobEvent.objects.filter(type="SPOOLED").values_list("job_id", "recorded_at")
+    )
+    gaps: dict[str, list[float]] = {
+        "queued_to_claimed": [],
+        "claimed_to_received": [],
+        "received_to_spooled": [],
+        "spooled_to_printed": [],
+    }
+    rows = PrintJob.objects.filter(status="PRINTED").values_list(
+        "pk", "created_at", "claimed_at", "received_at", "finished_at"
+    )
+    for pk, created, claimed, received, finished in rows:
+        gaps["queued_to_claimed"].append((claimed - created).total_seconds())
+        gaps["claimed_to_received"].append((received - claimed).total_seconds())
+        if pk in spooled:
+            gaps["received_to_spooled"].append((spooled[pk] - received).total_seconds())
+            gaps["spooled_to_printed"].append((finished - spooled[pk]).total_seconds())
+    return {k: round(statistics.median(v) * 1000, 1) for k, v in gaps.items() if v}
+
+
 def finished_times(ids: list[str]) -> dict[str, float]:
     return {
         str(pk): t.timestamp()
@@ -183,6 +208,7 @@ async def phase(nodes, key, names, jobs, rate, profile: str = "") -> dict:
     span = max(done.values()) - min(submitted.values())
     figures = latency_figures(latencies)
     figures["jobs_per_s"] = round(len(submitted) / span, 1)
+    figures["steps_p50_ms"] = await database_sync_to_async(steps)()
     await database_sync_to_async(reset_jobs)()
     return figures
 
