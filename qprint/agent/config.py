@@ -28,6 +28,9 @@ class AgentConfig:
     follow_timeout: float = 600.0
     shutdown_grace: float = 30.0
     report_printers: bool = True
+    #: "auto"/"socket": claims and reports as socket frames when the server offers them;
+    #: "http": always HTTP.
+    operations: str = "auto"
     journal_retention_days: float = 30.0
     extra: dict[str, str] = field(default_factory=dict)
 
