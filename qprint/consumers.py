@@ -22,11 +22,22 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
+from django.db import DatabaseError
+from django.urls import reverse
 
 from qcluster import identity
-from qprint import api, bus, command_delivery, connection, credentials, drain, socket_db
+from qprint import (
+    api,
+    bus,
+    command_delivery,
+    connection,
+    credentials,
+    device_operations,
+    drain,
+    socket_db,
+)
 from qprint.conf import qprint_settings
-from qprint.errors import Invalid
+from qprint.errors import Invalid, QPrintError
 
 logger = logging.getLogger("qprint.socket")
 
@@ -39,7 +50,7 @@ CLOSE_PROTOCOL_ERROR = 4400
 CLOSE_HEARTBEAT_MISSED = 4408
 CLOSE_SERVER_ERROR = 1011
 
-CLIENT_FRAMES = frozenset({"state", "ping", "printers"})
+CLIENT_FRAMES = frozenset({"state", "ping", "printers", *device_operations.OPERATIONS})
 
 
 class UpgradeFailed(Exception):
@@ -150,6 +161,7 @@ class DeviceConsumer(AsyncConsumer):
                 else self.heartbeat,
                 "control": {"revision": taken.control_revision, "paused": taken.paused},
                 "settings": {"revision": taken.settings_revision, "values": taken.settings},
+                "operations": list(device_operations.OPERATIONS),
             }
         )
         self._bus = bus.current()
@@ -270,6 +282,53 @@ class DeviceConsumer(AsyncConsumer):
             await socket_db.run(api.replace_printers, self.device_id, printers)
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
+
+    # -- operations over the socket (claim, event, command result) ------------------------------
+
+    async def frame_claim(self, frame: dict[str, Any]) -> None:
+        await self._operation(frame)
+
+    async def frame_event(self, frame: dict[str, Any]) -> None:
+        await self._operation(frame)
+
+    async def frame_command_result(self, frame: dict[str, Any]) -> None:
+        await self._operation(frame)
+
+    async def _operation(self, frame: dict[str, Any]) -> None:
+        """Answer a request frame as the HTTP API would (docs/PROTOCOL.md): a malformed one is
+        a protocol error (4400), a refused one is answered ``refused`` and the socket stays."""
+        try:
+            request = device_operations.parse_request(frame)
+        except device_operations.MalformedRequest as exc:
+            raise ProtocolError(str(exc)) from exc
+        try:
+            answer = await socket_db.run(self._perform, request)
+            out = device_operations.answer_frame(request, answer)
+        except QPrintError as exc:
+            out = device_operations.refusal_frame(request, exc.status, exc.code, exc.message)
+        except DatabaseError as exc:
+            logger.warning("socket_operation_failed device=%s error=%r", self.device_id, exc)
+            out = device_operations.refusal_frame(request, *device_operations.UNAVAILABLE)
+        await self._send_frame(out)
+
+    def _perform(self, request: device_operations.OperationRequest) -> device_operations.Answer:
+        """The operation, on a socket thread, for the device as the HTTP API authenticates it."""
+        device = device_operations.current_device(self.device_id, self.token_hash)
+        if request.operation == "claim":
+            return device_operations.claim(device.pk, self._document_url)
+        if request.operation == "event":
+            return device_operations.event(device, request.target, request.body)
+        return device_operations.command_result(device, request.target, request.body)
+
+    def _document_url(self, job_id) -> str:
+        """The document's absolute URL on the host this socket was opened on."""
+        headers = dict(self.scope.get("headers", ()))
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not host:
+            server = self.scope.get("server") or ("localhost", None)
+            host = f"{server[0]}:{server[1]}" if server[1] else server[0]
+        scheme = "https" if self.scope.get("scheme") == "wss" else "http"
+        return f"{scheme}://{host}{reverse('qprint:device-job-document', args=[job_id])}"
 
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
