@@ -5,7 +5,7 @@ the status the SPEC names. Both APIs authenticate with a bearer secret, never a 
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
 credentials and map :class:`qprint.errors.QPrintError` to its JSON answer. The views hold no
-business rule: that lives in ``qprint.api``, ``qprint.claim`` and ``qprint.events``.
+business rule: that lives in ``qprint.api``, ``qprint.domain.claim`` and ``qprint.domain.events``.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import credentials
+from qprint.domain import credentials
 from qprint.errors import Disabled, QPrintError
 
 logger = logging.getLogger("qprint.http")

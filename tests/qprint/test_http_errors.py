@@ -469,7 +469,7 @@ def test_database_failure_is_503_json_never_401(client, monkeypatch):
     """An agent treats 401/403 as "ask a person"; a database outage must read as "retry"."""
     from django.db import OperationalError
 
-    from qprint import credentials
+    from qprint.domain import credentials
 
     def unreachable(token):
         raise OperationalError("connection refused")

@@ -12,8 +12,10 @@ import uuid
 import pytest
 from django.db import OperationalError
 
-from qprint import api, bus, connection, consumers, credentials, drain, socket_db, wakeups
+from qprint import api
+from qprint.domain import connection, credentials, wakeups
 from qprint.models import CommandStatus, DeviceCommand, DevicePrinter
+from qprint.realtime import bus, consumer, drain, socket_db
 from tests.realtime.conftest import adb, row
 
 
@@ -63,7 +65,7 @@ async def test_database_error_at_upgrade_fails_handshake_not_403(
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(credentials, "device_for_token", broken)
-    with pytest.raises(consumers.UpgradeFailed, match="unavailable"):
+    with pytest.raises(consumer.UpgradeFailed, match="unavailable"):
         await sockets(token).connect(timeout=0.5)
 
 
@@ -455,11 +457,13 @@ async def test_draining_node_closes_sockets_4003_and_refuses_new(
     s = sockets(token)
     await s.hello_and_ready()
     status = {"value": "UP"}
-    monkeypatch.setattr(drain, "_status_reader", lambda: lambda node: status["value"])
+    monkeypatch.setattr(
+        drain.cluster, "node_is_draining", lambda node: status["value"] in ("DRAINING", "STOPPED")
+    )
     status["value"] = "DRAINING"
     await drain.current().check()
     assert await s.receive_close() == 4003
-    with pytest.raises(consumers.UpgradeFailed, match="draining"):
+    with pytest.raises(consumer.UpgradeFailed, match="draining"):
         await sockets(token).connect(timeout=0.5)
     status["value"] = "UP"
     await drain.current().check()
