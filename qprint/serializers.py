@@ -18,7 +18,7 @@ def timestamp(value: datetime | None) -> str | None:
 
 
 def job_object(job) -> dict[str, Any]:
-    """The SPEC's job object. ``job.device`` should be selected with the job."""
+    """The job object of docs/API.md. ``job.device`` should be selected with the job."""
     return {
         "id": str(job.id),
         "device": job.device.name,

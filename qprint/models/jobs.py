@@ -91,7 +91,7 @@ class PrintJob(models.Model):
                 condition=Q(idempotency_key__isnull=False),
                 name="qprint_job_idempotency_uniq",
             ),
-            # At most one job is handed out to a device at a time (SPEC 3.3 rule 1).
+            # At most one job is handed out to a device at a time (docs/JOBS.md, the claim).
             models.UniqueConstraint(
                 fields=["device"],
                 condition=Q(status="CLAIMED"),

@@ -1,7 +1,7 @@
 """The HTTP plumbing shared by the device and application APIs.
 
 Every answer of the two APIs is JSON, errors included: ``{"error": code, "message": ...}`` with
-the status the SPEC names. Both APIs authenticate with a bearer secret, never a session, so the
+the status docs/API.md names. Both APIs authenticate with a bearer secret, never a session, so the
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
 credentials and map :class:`qprint.errors.QPrintError` to its JSON answer. The views hold no

@@ -1,4 +1,4 @@
-"""SPEC 3.3 rules 1 and 3 on PostgreSQL with real concurrency: claims race through two service
+"""The delivery guarantee's rules 1 and 3 (docs/JOBS.md) on PostgreSQL with real concurrency: claims race through two service
 instances (threads with their own connections, each half naming a different node)."""
 
 import pytest

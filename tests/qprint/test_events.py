@@ -1,4 +1,4 @@
-"""Device events: validated, recorded once per event id, forward only, with the SPEC's refusals."""
+"""Device events: validated, recorded once per event id, forward only, with the refusals of docs/API.md."""
 
 import itertools
 import uuid

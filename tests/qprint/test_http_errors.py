@@ -1,4 +1,4 @@
-"""Every error code of the device and application HTTP APIs (SPEC 3.4, 3.5), produced by a
+"""Every error code of the device and application HTTP APIs (docs/API.md), produced by a
 request that should produce it, answered as JSON ``{"error": code, "message": ...}``."""
 
 import base64

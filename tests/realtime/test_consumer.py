@@ -8,13 +8,17 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import OperationalError
+from django.db.models.functions import Now
 
 from qprint import api
 from qprint.domain import connection, credentials, wakeups
-from qprint.models import CommandStatus, DeviceCommand, DevicePrinter
+from qprint.domain.claim import claim_next_job
+from qprint.errors import GateClosed
+from qprint.models import CommandStatus, Device, DeviceCommand, DevicePrinter
 from qprint.realtime import bus, consumer, drain, socket_db
 from tests.realtime.conftest import adb, row
 
@@ -320,6 +324,30 @@ async def test_lost_wakeup_is_found_by_next_ping(device_and_token, sockets, monk
         assert await s.receive() == {"type": "wake"}
     finally:
         wakeups.set_publisher(previous)
+
+
+async def test_no_wake_while_a_claim_would_be_refused_for_an_expired_lease(
+    device_and_token, sockets
+):
+    """The socket decides ``wake`` with the claim's own gate: a lease that lapsed (the row's
+    clock, not the socket's) sends no wake, and the claim refuses ``not_connected``."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(
+        lambda: Device.objects.filter(pk=device.pk).update(
+            connection_lease_expires_at=Now() - timedelta(seconds=1)
+        )
+    )
+    await adb(submit, device)  # wakes the socket: it reads the row, finds the job, no live lease
+    with pytest.raises(GateClosed) as refused:
+        await adb(claim_next_job, device.pk)
+    assert refused.value.code == "not_connected"
+    await adb(api.update_settings, device.pk, {"tray": 2})
+    # The settings frame is the next frame: no wake was sent for either read of the row.
+    assert await s.receive() == {"type": "settings", "revision": 2, "values": {"tray": 2}}
+    assert await s.nothing(0.3)
 
 
 async def test_pause_sends_control_and_closes_gate(device_and_token, sockets):
