@@ -17,7 +17,6 @@ from qprint.models import Device
 from qprint.serializers import assignment_object, command_object, event_object, printer_object
 from qprint.views.http import (
     device_endpoint,
-    invalid,
     json_response,
     read_json_object,
     read_json_value,
@@ -73,8 +72,6 @@ def printers(request: HttpRequest, device: Device) -> HttpResponse:
     """Replace the device's printers with the full list in the body."""
     body = read_json_value(request)
     if isinstance(body, dict) and "printers" in body:
-        body = body["printers"]
-    if not isinstance(body, list):
-        raise invalid("printers", "must be a list of printers")
+        body = body["printers"]  # {"printers": [...]} or the bare list
     saved = devices.replace_printers(device, body)
     return json_response({"printers": [printer_object(p) for p in saved]})

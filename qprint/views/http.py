@@ -5,7 +5,7 @@ the status docs/API.md names. Both APIs authenticate with a bearer secret, never
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
 credentials and map :class:`qprint.errors.QPrintError` to its JSON answer. The views hold no
-business rule: that lives in ``qprint.api``, ``qprint.domain.claim`` and ``qprint.domain.events``.
+business rule: that lives in the domain (``qprint.domain``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""The delivery guarantee's rules 1 and 3 (docs/JOBS.md) on PostgreSQL with real concurrency: claims race through two service
-instances (threads with their own connections, each half naming a different node)."""
+"""The delivery guarantee's rules 1 and 3 (docs/JOBS.md) on PostgreSQL with real concurrency:
+claims race through two service instances (threads with their own connections, each half naming
+a different node)."""
 
 import pytest
 

@@ -1,4 +1,4 @@
-"""Device events: validated, recorded once per event id, forward only, with the refusals of docs/API.md."""
+"""Device events: validated, recorded once per event id, forward only, refused as in docs/API.md."""
 
 import itertools
 import uuid

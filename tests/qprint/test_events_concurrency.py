@@ -1,4 +1,5 @@
-"""The delivery guarantee's rule 2 (docs/JOBS.md) on PostgreSQL with real concurrency: one event delivered six times at once."""
+"""The delivery guarantee's rule 2 (docs/JOBS.md) on PostgreSQL with real concurrency: one event
+delivered six times at once."""
 
 import uuid
 
