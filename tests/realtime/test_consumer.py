@@ -135,6 +135,20 @@ async def wait_ready(device_id: int) -> None:
     await adb(lambda: wait_until(lambda: row(device_id).connection_ready, 5, message="ready"))
 
 
+async def wait_idle(s, device_id: int) -> None:
+    """Wait until the socket has handled everything sent so far: it handles one message at a
+    time, so once the rows of a ``printers`` frame sent last exist, the frames before it (and
+    the statements they led to) are done."""
+    from tests.processes import wait_until
+
+    await s.send({"type": "printers", "printers": [{"name": "idle-marker"}]})
+    await adb(
+        lambda: wait_until(
+            lambda: DevicePrinter.objects.filter(device_id=device_id).exists(), 5, message="idle"
+        )
+    )
+
+
 async def test_idle_ping_sends_nothing_and_renews_lease(device_and_token, sockets):
     device, token = device_and_token
     s = sockets(token)
@@ -153,7 +167,7 @@ async def test_ping_is_one_statement(device_and_token, sockets, monkeypatch):
     device, token = device_and_token
     s = sockets(token)
     await s.hello_and_ready()
-    await wait_ready(device.pk)
+    await wait_idle(s, device.pk)
     statements: list[str] = []
 
     def observe(execute, sql, params, many, context):
