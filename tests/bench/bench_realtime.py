@@ -34,7 +34,8 @@ import websockets
 from channels.db import database_sync_to_async
 from django.db import connection
 
-from qprint import api, credentials
+from qprint import api
+from qprint.domain import credentials
 from qprint.models import Device, PrintDocument, PrintJob
 from tests.bench.common import BareNode, latency_figures
 from tests.bench.conftest import size

@@ -29,7 +29,7 @@ def make_devices(
     n: int, tenant: str = "bench", prefix: str = "bench"
 ) -> list[tuple[int, str, str]]:
     """``n`` enabled devices made in bulk: ``(pk, name, token)`` each."""
-    from qprint import credentials
+    from qprint.domain import credentials
     from qprint.models import Device
 
     tokens = [credentials.new_secret() for _ in range(n)]

@@ -6,8 +6,8 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from qprint import api
-from qprint.claim import claim_next_job
-from qprint.events import record_device_event
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
 from tests.qprint.domain import PDF, connect, event, make_device, submit
 
@@ -57,7 +57,7 @@ def test_claim_skips_a_candidate_lost_meanwhile_in_one_more_round():
 
     # The candidate read with the device's lock is gone by the time the claim statement runs
     # (cancelled by another node between the two statements).
-    from qprint import claim
+    from qprint.domain import claim
 
     real = claim._claim_in_one_statement
 

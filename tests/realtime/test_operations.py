@@ -12,8 +12,10 @@ from urllib.parse import urlparse
 import pytest
 from django.test import AsyncClient
 
-from qprint import api, bus, credentials
+from qprint import api
+from qprint.domain import credentials
 from qprint.models import Device
+from qprint.realtime import bus
 from tests.realtime.conftest import adb
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -1,4 +1,4 @@
-"""The claim: how a device is handed its next job (SPEC 3.3 rules 1 and 3).
+"""The claim: how a device is handed its next job (docs/JOBS.md, "Delivery guarantee", 1 and 3).
 
 Invariant: a job is handed out by exactly one QUEUED -> CLAIMED transition, and a device holds at
 most one CLAIMED job. Every later claim by that device, on any node, replays the same assignment
@@ -10,10 +10,12 @@ How it holds, in one transaction per claim:
 1. The device row is locked (``SELECT ... FOR NO KEY UPDATE``): claims of one device are
    serialised across every node. (``NO KEY``: inserting a job or an event only takes a key-share
    lock on the device row, so submissions and event recording never queue behind a claim, and a
-   claim never deadlocks with a transaction holding a job row.) The gate is evaluated from that
-   locked row, on the database clock (``connection_lease_expires_at > now()`` computed in SQL).
+   claim never deadlocks with a transaction holding a job row.) The gate
+   (:func:`qprint.domain.gate.refusal`) is evaluated from that locked row, the lease judged on the
+   database clock (``Device.objects.with_liveness()``).
 2. If the device already has a CLAIMED job, that job's assignment is answered again (the replay).
-3. Else the next QUEUED, unexpired job (priority desc, oldest first) moves to CLAIMED with an
+3. Else the next claimable job (``PrintJob.objects.claimable()``: QUEUED, unexpired, priority
+   desc, oldest first) moves to CLAIMED with an
    UPDATE guarded by ``status = 'QUEUED'``; a rowcount of 0 (a cancel or expiry won the job) moves
    on to the next candidate. The partial unique constraint ``qprint_job_one_claimed_per_device``
    backs the "one CLAIMED job per device" rule in the schema itself.
@@ -35,19 +37,19 @@ is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a j
 import json
 import logging
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, OuterRef, Q, Subquery
+from django.db.models import F, OuterRef, Subquery
 from django.db.models.functions import Now
 
-from qcluster import identity
-from qprint import events
-from qprint.errors import Disabled, GateClosed, NotFound
+from qprint import cluster
+from qprint.domain import events, gate, sql
+from qprint.domain.states import JobStatus
+from qprint.errors import NotFound
 from qprint.models import Device, EventSource, PrintJob
-from qprint.states import JobStatus
 
 logger = logging.getLogger("qprint.claim")
 
@@ -57,8 +59,8 @@ _MAX_CANDIDATES = 10
 
 @dataclass(frozen=True)
 class Assignment:
-    """What a device is told to print: the SPEC's assignment body, minus ``document_url``
-    (the HTTP layer builds that URL)."""
+    """What a device is told to print: the assignment body of docs/API.md minus
+    ``document_url`` (``qprint.serializers.assignment_object`` adds it)."""
 
     job_id: uuid.UUID
     claim_id: uuid.UUID
@@ -70,14 +72,6 @@ class Assignment:
     options: dict[str, Any]
     priority: int
     created_at: datetime
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (ids and times as strings)."""
-        data = asdict(self)
-        data["job_id"] = str(self.job_id)
-        data["claim_id"] = str(self.claim_id)
-        data["created_at"] = self.created_at.isoformat()
-        return data
 
     @classmethod
     def of(cls, job: PrintJob) -> "Assignment":
@@ -120,32 +114,17 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
     ``stale_control``, ``stale_settings`` or ``paused`` when the device may not claim now.
     ``node`` is recorded as ``claim_node`` (default: this node's id).
     """
-    node = node or identity.node_id()
+    node = node or cluster.node_id()
     with transaction.atomic():
         device = _lock_device(device_id)
-        check_gate(device)
+        gate.check(device)
         if connection.vendor == "postgresql":
             return _claim_in_one_statement(device, node)
         return _claim_step_by_step(device_id, node)
 
 
-def _next_candidate(device_id: int):
-    """The device's next QUEUED, unexpired job (priority desc, oldest first), as a queryset."""
-    return (
-        PrintJob.objects.filter(device_id=device_id, status=JobStatus.QUEUED)
-        .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
-        .order_by("-priority", "created_at")
-    )
-
-
-def _claimed(candidate: PrintJob | Assignment, device_id: int, claim_id, node: str) -> None:
-    logger.info(
-        "job_claimed job=%s device=%s claim=%s node=%s",
-        candidate.job_id if isinstance(candidate, Assignment) else candidate.pk,
-        device_id,
-        claim_id,
-        node,
-    )
+def _claimed(job_id, device_id: int, claim_id, node: str) -> None:
+    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device_id, claim_id, node)
 
 
 def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
@@ -160,7 +139,12 @@ def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
         return Assignment.of(held)
 
     for _attempt in range(_MAX_CANDIDATES):
-        candidate = _next_candidate(device_id).only(*_ASSIGNMENT_FIELDS).first()
+        candidate = (
+            PrintJob.objects.filter(device_id=device_id)
+            .claimable()
+            .only(*_ASSIGNMENT_FIELDS)
+            .first()
+        )
         if candidate is None:
             return None
         claim_id = uuid.uuid4()
@@ -177,7 +161,7 @@ def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
             events.record_server_event(
                 candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
             )
-            _claimed(candidate, device_id, claim_id, node)
+            _claimed(candidate.pk, device_id, claim_id, node)
             return Assignment.of(candidate)
     return None
 
@@ -185,8 +169,9 @@ def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
 _COLUMNS = "id, claim_id, printer, title, content_type, size, sha256, options, priority, created_at"
 
 #: Step 2 and 3 in one statement (PostgreSQL): the held job, or the candidate claimed with its
-#: server event. The guard is in the UPDATE's WHERE: still QUEUED and unexpired, and no job of
-#: the device CLAIMED (the partial unique constraint backs the same rule in the schema).
+#: server event. The guard is in the UPDATE's WHERE: still claimable (QUEUED, unexpired:
+#: ``sql.claimable_job``, the queryset's predicate) and no job of the device CLAIMED (the partial
+#: unique constraint backs the same rule in the schema).
 _CLAIM_SQL = f"""
 WITH held AS (
     SELECT {_COLUMNS} FROM qprint_job
@@ -196,8 +181,7 @@ WITH held AS (
     UPDATE qprint_job
     SET status = %(claimed_status)s, claim_id = %(claim_id)s, claim_node = %(node)s,
         claimed_at = now(), attempts = attempts + 1
-    WHERE id = %(candidate)s AND device_id = %(device)s AND status = %(queued_status)s
-      AND (expires_at IS NULL OR expires_at > now())
+    WHERE id = %(candidate)s AND device_id = %(device)s AND {{claimable}}
       AND NOT EXISTS (SELECT 1 FROM held)
     RETURNING {_COLUMNS}
 ), recorded AS (
@@ -226,7 +210,7 @@ def _assignment_of_row(row) -> Assignment:
         content_type=content_type,
         size=size,
         sha256=sha256,
-        options=json.loads(options) if isinstance(options, str) else options,
+        options=sql.json_value(options),
         priority=priority,
         created_at=created,
     )
@@ -234,26 +218,29 @@ def _assignment_of_row(row) -> Assignment:
 
 def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL)."""
+    statement = _CLAIM_SQL.replace("{claimable}", sql.claimable_job("qprint_job"))
     candidate = device.next_job_id
     for _attempt in range(_MAX_CANDIDATES):
         claim_id = uuid.uuid4()
         detail = {"claim_id": str(claim_id), "node": node}
+        fingerprint = (
+            events.server_event_fingerprint(candidate, JobStatus.CLAIMED, "", detail)
+            if candidate
+            else ""
+        )
         params = {
             "device": device.pk,
             "candidate": candidate,
             "claim_id": claim_id,
             "node": node,
             "claimed_status": JobStatus.CLAIMED.value,
-            "queued_status": JobStatus.QUEUED.value,
             "event_id": uuid.uuid4(),
             "source": EventSource.SERVER.value,
             "detail": json.dumps(detail),
-            "fingerprint": events.server_event_fingerprint(candidate, JobStatus.CLAIMED, "", detail)
-            if candidate
-            else "",
+            "fingerprint": fingerprint,
         }
         with connection.cursor() as cursor:
-            cursor.execute(_CLAIM_SQL, params)
+            cursor.execute(statement, params)
             row = cursor.fetchone()
         if row is not None:
             assignment = _assignment_of_row(row)
@@ -265,12 +252,17 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
                     assignment.claim_id,
                 )
             else:
-                _claimed(assignment, device.pk, claim_id, node)
+                _claimed(assignment.job_id, device.pk, claim_id, node)
             return assignment
         if candidate is None:
             return None
         # The candidate was cancelled or expired meanwhile: read the next one afresh.
-        candidate = _next_candidate(device.pk).values_list("id", flat=True).first()
+        candidate = (
+            PrintJob.objects.filter(device_id=device.pk)
+            .claimable()
+            .values_list("id", flat=True)
+            .first()
+        )
     return None
 
 
@@ -279,12 +271,11 @@ def _lock_device(device_id: int) -> Device:
     and its next candidate job (``next_job_id``, read in the same statement)."""
     device = (
         Device.objects.select_for_update(of=("self",), no_key=True)
+        .with_liveness()
         .annotate(
-            connection_live=ExpressionWrapper(
-                Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now()),
-                output_field=BooleanField(),
-            ),
-            next_job_id=Subquery(_next_candidate(OuterRef("pk")).values("id")[:1]),
+            next_job_id=Subquery(
+                PrintJob.objects.filter(device_id=OuterRef("pk")).claimable().values("id")[:1]
+            )
         )
         .only(
             "id",
@@ -305,28 +296,3 @@ def _lock_device(device_id: int) -> Device:
     if device is None:
         raise NotFound("unknown_device", "No such device.")
     return device
-
-
-def check_gate(device: Device) -> None:
-    """Raise when ``device`` may not claim. ``device`` must carry the ``connection_live``
-    annotation (the lease judged in SQL on the database clock), as :func:`_lock_device` adds."""
-    if not device.enabled:
-        raise Disabled()
-    if not device.connection_live:
-        raise GateClosed("not_connected", "The device has no live connection.")
-    if not device.connection_ready:
-        raise GateClosed("not_ready", "The device's connection has not reported its state yet.")
-    if device.control_applied_revision != device.control_revision:
-        raise GateClosed(
-            "stale_control",
-            f"The device applied control revision {device.control_applied_revision}, "
-            f"current is {device.control_revision}.",
-        )
-    if device.settings_applied_revision != device.settings_revision:
-        raise GateClosed(
-            "stale_settings",
-            f"The device applied settings revision {device.settings_applied_revision}, "
-            f"current is {device.settings_revision}.",
-        )
-    if device.paused:
-        raise GateClosed("paused", "The device is paused.")
