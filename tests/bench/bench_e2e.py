@@ -43,10 +43,10 @@ from tests.realtime.cluster import Node, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-DEVICES = int(os.environ.get("BENCH_DEVICES", 0)) or size(200, 50)
+DEVICES = int(os.environ.get("BENCH_DEVICES", 0)) or 50
 RATE = 5.0
 LATENCY_JOBS = size(300, 100)
-FLOOD = size(1500, 300)
+FLOOD = size(1000, 300)
 SUBMITTERS = 8
 POLL_JOBS = size(100, 40)
 PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
