@@ -40,7 +40,7 @@ def summarise(path: str, top: int = 25) -> str:
             inclusive[f] += n
         if frames:
             own[frames[-1]] += n
-    lines = [f"{path}: {total} samples", "inclusive:"]
+    lines = [f"{path.rsplit('/', 1)[-1]}: {total} samples", "inclusive:"]
     lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common(top)]
     lines.append("self:")
     lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]

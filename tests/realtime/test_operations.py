@@ -252,3 +252,31 @@ async def test_malformed_request_frame_closes_4400(device_and_token, sockets, fr
             break
     assert error["code"] == "protocol_error"
     assert await s.receive_close() == 4400
+
+
+async def test_a_claim_over_the_socket_is_three_statements(device_factory, sockets, monkeypatch):
+    from django.db import connection as db
+
+    from qprint.realtime import socket_db
+
+    if db.vendor != "postgresql":
+        pytest.skip("the one-statement claim is PostgreSQL's")
+    # No bus for this socket: its reconcile after subscribing would be a statement of its own.
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "warm"})  # the state frame's statements done
+    await answer(s, "warm")
+    statements: list[str] = []
+
+    def observe(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    await s.send({"type": "claim", "request_id": "c"})
+    assert (await answer(s, "c"))["type"] == "assignment"
+    # The device as HTTP authenticates it, the device row's lock, the claim statement.
+    assert len(statements) == 3, statements
