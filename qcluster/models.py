@@ -1,4 +1,5 @@
-"""The four cluster tables (fixed names, see SPEC 2.1).
+"""The four cluster tables, with fixed names: ``cluster_node``, ``cluster_lease``,
+``cluster_setting`` and ``cluster_alert``.
 
 Only the domain modules write them: ``qcluster.nodes`` (the node registry), ``qcluster.leases``
 (the lease statements), ``qcluster.sweeper`` (LOST transitions and retention) and
