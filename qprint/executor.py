@@ -13,9 +13,9 @@ whatever ``CONN_MAX_AGE`` says (that setting is about request threads). A call t
 database error drops its thread's connection, so the next call reconnects.
 
 Two sets per process: the device sockets' (``QPRINT["SOCKET_DB_THREADS"]``, in
-:mod:`qprint.socket_db`) and the HTTP views' (``QPRINT["HTTP_DB_THREADS"]``), so that a burst of
-HTTP requests never delays the sockets' pings and wakeups. Neither uses Channels' single shared
-sync thread.
+:mod:`qprint.realtime.socket_db`) and the HTTP views' (``QPRINT["HTTP_DB_THREADS"]``), so that a
+burst of HTTP requests never delays the sockets' pings and wakeups. Neither uses Channels' single
+shared sync thread.
 """
 
 from __future__ import annotations
