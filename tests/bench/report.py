@@ -106,6 +106,64 @@ def table() -> str:
     return "\n".join(rows)
 
 
+# (what, benchmark, keys, unit): figures without a target, shown for what they say.
+FIGURES = [
+    ("push, HTTP agents: submit → PRINTED p50 / p99 at 5 jobs/s", "end_to_end",
+     [("figures", "push_http/latency", "p50_ms"), ("figures", "push_http/latency", "p99_ms")],
+     " ms"),
+    ("push, socket operations: p50 / p99 at 5 jobs/s", "end_to_end",
+     [("figures", "push_socket/latency", "p50_ms"), ("figures", "push_socket/latency", "p99_ms")],
+     " ms"),
+    ("polling 1 s / 5 s: p50", "end_to_end",
+     [("figures", "poll_1s/latency", "p50_ms"), ("figures", "poll_5s/latency", "p50_ms")], " ms"),
+    ("PostgreSQL floor: p50 / p99, jobs/s", "end_to_end",
+     [("figures", "floor/latency", "p50_ms"), ("figures", "floor/latency", "p99_ms"),
+      ("figures", "floor/throughput", "jobs_per_s")], ""),
+    ("push, HTTP agents: p50 over the floor's p50", "end_to_end",
+     [("ratios", "push_http_p50_over_floor_p50")], "x"),
+    ("polling 5 s p50 over push p50", "end_to_end", [("ratios", "poll_5s_p50_over_push_http_p50")],
+     "x"),
+    ("trivial request / empty claim / event p50 over the bare ASGI app's p50", "per_request",
+     [("figures", "trivial", "x_bare_p50"), ("figures", "empty_claim", "x_bare_p50"),
+      ("figures", "event", "x_bare_p50")], "x"),
+    ("bare ASGI app p50 / p99", "per_request",
+     [("figures", "bare", "p50_ms"), ("figures", "bare", "p99_ms")], " ms"),
+    ("cross-node wake p50 / p99", "wake_latency_and_ping_throughput",
+     [("figures", "wake", "p50_ms"), ("figures", "wake", "p99_ms")], " ms"),
+    ("bare Channels group_send p50 / p99", "wake_latency_and_ping_throughput",
+     [("figures", "floor", "p50_ms"), ("figures", "floor", "p99_ms")], " ms"),
+    ("pings served, all at once (3 rounds)", "wake_latency_and_ping_throughput",
+     [("figures", "pings_per_s")], "/s"),
+    ("Redis stopped: commit → wake p50 / max (heartbeat 2 s)", "wake_with_redis_stopped",
+     [("figures", "wake_redis_stopped", "p50_ms"), ("figures", "wake_redis_stopped", "max_ms")],
+     " ms"),
+    ("idle devices: connects per second", "idle_devices", [("figures", "connects_per_s")], "/s"),
+    ("claims at once: claims/s, p50, p99 (ms)", "claims_at_once",
+     [("figures", "claims_per_s"), ("figures", "p50_ms"), ("figures", "p99_ms")], ""),
+    ("claims at once: most sessions waiting on a lock, share of samples with any",
+     "claims_at_once",
+     [("figures", "lock_waiters_most"), ("figures", "lock_wait_sample_share")], ""),
+]  # fmt: skip
+
+
+def figures_table() -> str:
+    rows = ["| figure | before | now | size, machine |", "|---|---|---|---|"]
+    for what, name, keys, unit in FIGURES:
+        now, before = load(name), load(name, "before")
+
+        def values(record, keys=keys, unit=unit):
+            got = [get(record, *k) for k in keys]
+            if all(v is None for v in got):
+                return "not measured"
+            return " / ".join(fmt(v) for v in got) + unit
+
+        rows.append(
+            f"| {what} | {values(before) if before else '—'} | {values(now)} | "
+            f"{now['size'] if now else ''}, {machine(now)} |"
+        )
+    return "\n".join(rows)
+
+
 def plot_end_to_end(plt) -> str | None:
     now, before = load("end_to_end"), load("end_to_end", "before")
     if not now:
@@ -231,7 +289,8 @@ def main() -> None:
     import matplotlib.pyplot as plt
 
     images = [p(plt) for p in (plot_end_to_end, plot_per_request, plot_wake, plot_idle)]
-    section = [BEGIN, "", table(), ""]
+    section = [BEGIN, "", "### Targets", "", table(), "", "### Other figures of the same runs", ""]
+    section += [figures_table(), ""]
     section += [f"![{name}](bench/{name})" for name in images if name]
     section += ["", END]
     text = DOC.read_text()
