@@ -53,6 +53,8 @@ def http_views_inline(request):
     executor.http.inline = not transactional
     yield
     executor.http.inline = False
+    if transactional:  # their connections, kept without a pool, would outlive the test database
+        executor.http.close_connections()
 
 
 @pytest.fixture
