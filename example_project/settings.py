@@ -86,8 +86,11 @@ else:
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
             "min_size": min(2, pool_max),
             "max_size": pool_max,
-            # A request waits this long for a free connection, then answers 503.
-            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+            # A request waits this long for a free connection (or for the database to answer
+            # again), then answers 503: a node cut off from its database fails fast, and a
+            # socket upgrade (which may wait twice: drain status, token) fails with 500 before
+            # Daphne's 5 s handshake timeout.
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
         }
 
 REDIS_URL = env.str("REDIS_URL", default="")
