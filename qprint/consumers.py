@@ -24,7 +24,7 @@ from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 
 from qcluster import identity
-from qprint import api, bus, command_delivery, connection, credentials, drain, socket_db
+from qprint import api, bus, command_delivery, connection, credentials, drain, metrics, socket_db
 from qprint.conf import qprint_settings
 from qprint.errors import Invalid
 
@@ -258,7 +258,7 @@ class DeviceConsumer(AsyncConsumer):
         except Exception as exc:  # the lease runs on; the next ping tries again
             logger.warning("socket_ping_failed device=%s error=%r", self.device_id, exc)
             return
-        await self._tell(state, wake=False)
+        metrics.heartbeat_reconciled(await self._tell(state, wake=False))
 
     async def frame_printers(self, frame: dict[str, Any]) -> None:
         printers = frame.get("printers")
@@ -274,7 +274,7 @@ class DeviceConsumer(AsyncConsumer):
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        await self._reconcile(wake=True)
+        metrics.wakeup_handled(message, await self._reconcile(wake=True))
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
         await self._reconcile(wake=True)
@@ -295,7 +295,7 @@ class DeviceConsumer(AsyncConsumer):
         else:
             self._arm_timer(limit - silent)
 
-    async def _reconcile(self, *, wake: bool) -> None:
+    async def _reconcile(self, *, wake: bool) -> bool | None:
         try:
             state = await socket_db.run(connection.read, self.device_id, self.connection_id)
         except connection.Replaced:
@@ -303,15 +303,16 @@ class DeviceConsumer(AsyncConsumer):
             return
         except Exception as exc:  # the heartbeat will try again
             logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
-            return
-        await self._tell(state, wake=wake)
+            return None
+        return await self._tell(state, wake=wake)
 
     # -- telling the device what the row says ------------------------------------------------------
 
     async def _tell(
         self, state: connection.DeviceState, *, wake: bool, redeliver_commands: bool = False
-    ) -> None:
-        """Send what the row says that this socket has not told the device yet."""
+    ) -> bool | None:
+        """Send what the row says that this socket has not told the device yet; True when it
+        sent a wake frame."""
         if not state.enabled or state.token_hash != self.token_hash:
             await self._close(CLOSE_DISABLED, reason="disabled_or_revoked")
             return
@@ -352,6 +353,8 @@ class DeviceConsumer(AsyncConsumer):
         if waiting or unannounced or (wake and (state.job_queued or state.claimed_job_id)):
             self.woken_claim = state.claimed_job_id
             await self._send_frame({"type": "wake"})
+            return True
+        return False
 
     # -- plumbing ---------------------------------------------------------------------------
 

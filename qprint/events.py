@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
+from qprint import metrics
 from qprint.errors import EventRejected, Invalid, NotFound
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 from qprint.signals import send_job_finished_after_commit
@@ -221,6 +222,7 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):
         send_job_finished_after_commit(job)
+        metrics.job_finished(job)
 
 
 def record_server_event(

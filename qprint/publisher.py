@@ -8,7 +8,8 @@ the wakeup, counts it and logs it: the device's next heartbeat finds what the wa
 said (docs/REALTIME.md).
 
 With the in-memory layer (one node) the wakeup is handed straight to this process's sockets.
-Messages carry the tenant and the device id only; the socket reads the row.
+Messages carry the tenant, the device id and the time they were published (for the wake
+latency); the socket reads the row.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from qprint import bus
+from qprint import bus, metrics
 from qprint.conf import DEFAULTS, qprint_settings
 
 logger = logging.getLogger("qprint.publisher")
@@ -58,7 +59,7 @@ class ChannelLayerPublisher:
         self._thread_lock = threading.Lock()
 
     def publish(self, tenant: str, device_id: int, reason: str) -> None:
-        message = {"type": "qprint.wake", "tenant": tenant, "device_id": device_id}
+        message = metrics.wakeup_message(tenant, device_id)
         layer = get_channel_layer()
         if layer is None or isinstance(layer, InMemoryChannelLayer):
             bus.deliver_locally(message)

@@ -11,7 +11,7 @@ import uuid
 from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
-from qprint import api, documents
+from qprint import api, documents, metrics
 from qprint.claim import claim_next_job
 from qprint.errors import NotFound
 from qprint.events import record_device_event
@@ -30,6 +30,7 @@ from qprint.views.http import (
 DOWNLOADABLE_AFTER_CLAIM = (JobStatus.RECEIVED, JobStatus.SPOOLED)
 
 
+@metrics.measure_claim
 @device_endpoint("POST")
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
@@ -72,6 +73,7 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
     return response
 
 
+@metrics.measure_event
 @device_endpoint("POST")
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""
