@@ -136,11 +136,21 @@ if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):
 if env.str("QCLUSTER_WIDGET_REFRESH_SECONDS", default=""):
     QCLUSTER["WIDGET_REFRESH_SECONDS"] = env.int("QCLUSTER_WIDGET_REFRESH_SECONDS")
 
+# Logs: `event key=value` lines by default, JSON lines with LOG_FORMAT=json (docs/OPERATIONS.md).
+LOG_FORMAT = env.str("LOG_FORMAT", default="keyvalue")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"event": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "event"}},
+    "formatters": {
+        "keyvalue": {"()": "qprint.logs.KeyValueFormatter"},
+        "json": {"()": "qprint.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "keyvalue",
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django": {"level": "WARNING"},
