@@ -76,6 +76,16 @@ else:
     # ASGI; put PgBouncer in front when connecting per request costs too much). The device
     # sockets' own threads (qprint.socket_db) keep theirs regardless.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+    # DATABASE_POOL=on: psycopg's connection pool in each process (Django's "pool" option), sized
+    # by DATABASE_POOL_MIN_SIZE/DATABASE_POOL_MAX_SIZE; the device sockets' threads hold one
+    # connection each (QPRINT["SOCKET_DB_THREADS"]). Leave it off behind PgBouncer in transaction
+    # mode, which pools instead (nothing here uses advisory locks or session state).
+    if env.bool("DATABASE_POOL", default=False):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
+            "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
