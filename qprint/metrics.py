@@ -145,13 +145,9 @@ def job_finished(job: Any) -> None:
     transaction.on_commit(count)
 
 
-def wakeup_message(tenant: str, device_id: int) -> dict[str, Any]:
-    """The ``qprint.wake`` message a publisher sends; ``sent_at`` (wall clock) times its path."""
-    return {"type": "qprint.wake", "tenant": tenant, "device_id": device_id, "sent_at": time.time()}
-
-
 def wakeup_handled(message: dict[str, Any], woke: bool | None) -> None:
-    """A socket here handled a wakeup; ``woke`` says whether it sent a wake frame."""
+    """A socket here handled a wakeup; ``woke`` says whether it sent a wake frame. The wakeup's
+    ``sent_at`` is the publisher's wall clock when it published (after the commit)."""
     WAKEUPS_DELIVERED.inc()
     sent_at = message.get("sent_at")
     if woke and isinstance(sent_at, int | float):
@@ -165,9 +161,9 @@ def heartbeat_reconciled(found_work: bool | None) -> None:
 
 # -- exposition -------------------------------------------------------------------------------
 
-#: The figures of the realtime layer (set by :func:`install`): name -> (kind, help, callable).
-_FIGURES: dict[str, tuple[str, str, Callable[[], Any]]] = {}
-_node_id: Callable[[], str] = lambda: ""  # noqa: E731
+#: The figures of the realtime layer and this process's node id (set by :func:`install`).
+_FIGURES: dict[str, Callable[[], Any]] = {}
+_node_id: Callable[[], str] = str
 
 
 def install(node_id: Callable[[], str], **figures: Callable[[], Any]) -> None:
@@ -180,7 +176,7 @@ def install(node_id: Callable[[], str], **figures: Callable[[], Any]) -> None:
     global _node_id
     _node_id = node_id
     _FIGURES.clear()
-    _FIGURES.update({name: func for name, func in figures.items()})  # type: ignore[misc]
+    _FIGURES.update(figures)
 
 
 def _figure(name: str, default: Any = 0) -> Any:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from qprint import bus, metrics
+from qprint import bus
 from qprint.conf import DEFAULTS, qprint_settings
 
 logger = logging.getLogger("qprint.publisher")
@@ -59,7 +59,12 @@ class ChannelLayerPublisher:
         self._thread_lock = threading.Lock()
 
     def publish(self, tenant: str, device_id: int, reason: str) -> None:
-        message = metrics.wakeup_message(tenant, device_id)
+        message = {
+            "type": "qprint.wake",
+            "tenant": tenant,
+            "device_id": device_id,
+            "sent_at": time.time(),  # the start of qprint_wake_latency_seconds
+        }
         layer = get_channel_layer()
         if layer is None or isinstance(layer, InMemoryChannelLayer):
             bus.deliver_locally(message)
