@@ -9,26 +9,33 @@ class QPrintConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from qprint import checks  # noqa: F401  (registers the system checks)
-        from qprint.maintenance import register_tasks
+        from qprint import (
+            checks,  # noqa: F401  (registers the system checks)
+            cluster,
+            metrics,
+        )
+        from qprint.realtime import bus, publisher
 
-        register_tasks()
-        self._install_realtime()
-
-    def _install_realtime(self) -> None:
-        """Wakeups leave through the bounded channel-layer publisher; the node's ``connections``
-        gauge (written by ``cluster_runtime``) counts the live connection rows naming it;
-        ``/metrics`` reads this process's realtime figures."""
-        from qcluster import gauges, identity
-        from qprint import bus, connection, metrics, publisher
-
+        # Wakeups leave through the bounded channel-layer publisher.
         installed = publisher.install()
-        gauges.register("connections", connection.live_connections_of_node)
+        # /metrics reads this process's realtime figures (qprint.metrics imports no transport).
         metrics.install(
-            identity.node_id,
+            cluster.node_id,
             sockets_open=bus.open_sockets,
             bus_up=bus.bus_up,
             bus_outages=lambda: sum(b.outages for b in bus.all_buses()),
             wake_queue_depth=installed.queue.qsize,
             wakeup_counters=lambda: installed.counters,
         )
+        if cluster.installed():  # else qprint.E006 names what is missing
+            self._register_with_cluster()
+
+    def _register_with_cluster(self) -> None:
+        """The singleton tasks (expiry, retention), and the node's ``connections`` gauge that
+        ``cluster_runtime`` writes with each heartbeat (the live connection rows naming it)."""
+        from qprint import cluster
+        from qprint.domain import connection
+        from qprint.domain.maintenance import register_tasks
+
+        register_tasks()
+        cluster.register_gauge("connections", connection.live_connections_of_node)

@@ -255,12 +255,13 @@ class DatabaseCollector(Collector):
     """Figures read from the database at each scrape: the same on every node."""
 
     def collect(self) -> list[Metric]:
-        from django.db.models import Count, DurationField, ExpressionWrapper, Min, Q
+        from django.db.models import Count, DurationField, ExpressionWrapper, Min
         from django.db.models.functions import Now
 
-        from qprint import connection
+        from qprint.domain import connection
+        from qprint.domain.states import JobStatus
         from qprint.models import Device, PrintJob
-        from qprint.states import JobStatus
+        from qprint.models.querysets import live_connection
 
         connections = GaugeMetricFamily(
             "qprint_device_connections",
@@ -285,11 +286,9 @@ class DatabaseCollector(Collector):
             value=max(0.0, age.total_seconds()) if age is not None else 0.0,
         )
 
-        # The liveness of docs/REALTIME.md: a connection row whose lease has not expired.
-        live = Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now())
         offline = (
             Device.objects.filter(enabled=True)
-            .exclude(live)
+            .exclude(live_connection())
             .filter(pk__in=queued.values("device_id"))
             .count()
         )
