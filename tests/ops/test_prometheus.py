@@ -145,7 +145,8 @@ def cluster(transactional_db, django_db_blocker, tmp_path):
     try:
         nodes, sidecars = [], []
         for node_id in ("node-a", "node-b"):
-            env = node_env(database_url, redis.url, node_id)
+            # With psycopg's pool, as docs/deploy/kubernetes/configmap.yaml runs the nodes.
+            env = node_env(database_url, redis.url, node_id, DATABASE_POOL="on")
             nodes.append(Node(node_id, env).start())
             runtime = ManagedProcess(f"runtime-{node_id}", manage("cluster_runtime"), env)
             sidecars.append(runtime.start())
