@@ -94,6 +94,12 @@ class Prometheus:
             message="prometheus listening",
         )
         assert self.process.alive(), self.process.log()
+        # Listening is not ready: the query API answers 503 until the TSDB is open.
+        wait_until(
+            lambda: httpx.get(f"{self.url}/-/ready", timeout=2).status_code == 200,
+            DEADLINE,
+            message="prometheus ready",
+        )
         return self
 
     async def query(self, expr: str) -> float | None:
