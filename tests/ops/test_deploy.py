@@ -56,6 +56,15 @@ def test_rules_pass_their_unit_tests():
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+def test_the_exposition_passes_promtool_check_metrics(client, db):
+    """Prometheus's own lint of the names, types and help of what /metrics exports."""
+    text = client.get("/metrics").content.decode()
+    result = subprocess.run(
+        [promtool(), "check", "metrics"], input=text, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
 def test_every_alert_has_a_unit_test_and_a_runbook_in_operations_md():
     rules = [r for g in yaml.safe_load(RULES.read_text())["groups"] for r in g["rules"]]
     tested = {
