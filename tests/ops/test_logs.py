@@ -70,3 +70,42 @@ def test_example_project_selects_the_format_with_LOG_FORMAT(log_format, is_json,
         assert json.loads(line)["to"] == "PRINTED"
     else:
         assert line.endswith("INFO qprint.events job_status job=j1 to=PRINTED")
+
+
+def test_a_job_printed_logs_one_line_per_state_change(transactional_db, caplog):
+    """QUEUED, CLAIMED, RECEIVED, PRINTED: one line each, and a replayed event adds none."""
+    import uuid
+    from datetime import UTC, datetime
+
+    from qprint import api
+    from qprint.domain import connection
+    from qprint.domain.claim import claim_next_job
+    from qprint.domain.events import record_device_event
+
+    device, _ = api.create_device("acme", "desk-logs")
+    connection_id = uuid.uuid4()
+    taken = connection.take(device.pk, connection_id, "node-x", 20)
+    connection.mark_ready(
+        device.pk, connection_id, taken.control_revision, taken.settings_revision, 20
+    )
+    caplog.set_level(logging.INFO)
+    job, _ = api.submit_job("acme", "desk-logs", b"%PDF-1.4", "application/pdf")
+    assignment = claim_next_job(device.pk)
+    assert claim_next_job(device.pk).claim_id == assignment.claim_id  # a replay: no change
+    for status in ("RECEIVED", "PRINTED"):
+        event = {
+            "event_id": str(uuid.uuid4()),
+            "type": status,
+            "claim_id": str(assignment.claim_id),
+            "occurred_at": datetime.now(UTC).isoformat(),
+        }
+        record_device_event(device, job.pk, event)
+        record_device_event(device, job.pk, event)  # the same event again: no change
+    lines = [r.getMessage() for r in caplog.records if str(job.pk) in r.getMessage()]
+    assert [line.split(" ")[0] for line in lines] == [
+        "job_queued",
+        "job_claimed",
+        "job_status",
+        "job_status",
+    ]
+    assert "from=CLAIMED to=RECEIVED" in lines[2] and "from=RECEIVED to=PRINTED" in lines[3]
