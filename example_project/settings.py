@@ -7,6 +7,7 @@ node. ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (channels-redis) make it a
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -147,7 +148,9 @@ if env.str("QCLUSTER_WIDGET_REFRESH_SECONDS", default=""):
     QCLUSTER["WIDGET_REFRESH_SECONDS"] = env.int("QCLUSTER_WIDGET_REFRESH_SECONDS")
 
 # Logs: `event key=value` lines by default, JSON lines with LOG_FORMAT=json (docs/OPERATIONS.md).
-LOG_FORMAT = env.str("LOG_FORMAT", default="keyvalue")
+LOG_FORMAT = env.str("LOG_FORMAT", default="keyvalue") or "keyvalue"
+if LOG_FORMAT not in ("keyvalue", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be keyvalue or json, not {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -72,6 +72,18 @@ def test_example_project_selects_the_format_with_LOG_FORMAT(log_format, is_json,
         assert line.endswith("INFO qprint.events job_status job=j1 to=PRINTED")
 
 
+def test_an_unknown_LOG_FORMAT_is_named(tmp_path):
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "LOG_FORMAT": "yaml",
+    }
+    result = subprocess.run(manage("check"), env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode != 0
+    assert "LOG_FORMAT must be keyvalue or json, not 'yaml'" in result.stderr
+
+
 def test_a_job_printed_logs_one_line_per_state_change(transactional_db, caplog):
     """QUEUED, CLAIMED, RECEIVED, PRINTED: one line each, and a replayed event adds none."""
     import uuid
