@@ -14,7 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from qcluster import alerts, leases, overview, tasks
-from qcluster.models import ClusterLease, ClusterNode, NodeStatus
+from qcluster.models import LIVE_STATUSES, ClusterLease, ClusterNode
 
 
 def known_leases() -> list[str]:
@@ -40,9 +40,9 @@ class ClusterCollector(Collector):
             "Singleton tasks running on each live node.",
             labels=["node"],
         )
-        live = ClusterNode.objects.filter(
-            status__in=[NodeStatus.UP, NodeStatus.DRAINING]
-        ).values_list("node_id", "connections", "running_tasks")
+        live = ClusterNode.objects.filter(status__in=LIVE_STATUSES).values_list(
+            "node_id", "connections", "running_tasks"
+        )
         for node_id, count, tasks_running in live:
             connections.add_metric([node_id], count)
             running.add_metric([node_id], tasks_running)

@@ -12,9 +12,11 @@ Two kinds of figures, kept apart so they do not mix (docs/OPERATIONS.md, "Metric
   over with :func:`install` (sockets open, the bus's state and outages, the wakeup publisher's
   counters). Counters start at 0 with the process; ``sum(rate(...))`` across processes.
 
-Every instrumentation point elsewhere is one call to a function of this module
-(``metrics.observe_claim(...)``), so this module imports nothing of qprint's transports or of
-qcluster: :func:`install` receives the node id and the realtime figures as callables.
+Every instrumentation point in a transport is one call into this module (``@metrics.measure_claim``,
+``metrics.wakeup_handled(...)``); the domain imports nothing of it (import-linter): jobs finished
+are counted by a receiver of ``qprint.signals.job_finished``. This module imports no transport and
+not qcluster: :func:`install` (called by ``QPrintConfig.ready``) hands it the node id and the
+realtime figures as callables and connects the receiver.
 """
 
 from __future__ import annotations
@@ -130,19 +132,12 @@ measure_claim = _answered(CLAIMS, CLAIM_SECONDS, {200: "assignment", 204: "nothi
 measure_event = _answered(EVENTS, EVENT_SECONDS, {201: "created", 200: "replayed"})
 
 
-def job_finished(job: Any) -> None:
-    """A job (its row refreshed) reached a final status: count it, and observe submit -> PRINTED,
-    once the transaction commits."""
-    from django.db import transaction
-
-    status, created, finished = str(job.status), job.created_at, job.finished_at
-
-    def count() -> None:
-        JOBS_FINISHED.labels(status).inc()
-        if status == "PRINTED" and created is not None and finished is not None:
-            SUBMIT_TO_PRINTED.observe(max(0.0, (finished - created).total_seconds()))
-
-    transaction.on_commit(count)
+def job_finished(sender: Any, job: Any, status: str, **kwargs: Any) -> None:
+    """Receiver of ``qprint.signals.job_finished`` (sent after commit, connected by
+    :func:`install`): count the job, and observe submit -> PRINTED."""
+    JOBS_FINISHED.labels(str(status)).inc()
+    if status == "PRINTED" and job.created_at is not None and job.finished_at is not None:
+        SUBMIT_TO_PRINTED.observe(max(0.0, (job.finished_at - job.created_at).total_seconds()))
 
 
 def wakeup_handled(message: dict[str, Any], woke: bool | None) -> None:
@@ -173,10 +168,13 @@ def install(node_id: Callable[[], str], **figures: Callable[[], Any]) -> None:
     ``wakeup_counters`` (an object with ``published``, ``delivered_locally``,
     ``dropped_queue_full``, ``dropped_layer_error``), each a callable read at scrape time.
     """
+    from qprint import signals
+
     global _node_id
     _node_id = node_id
     _FIGURES.clear()
     _FIGURES.update(figures)
+    signals.job_finished.connect(job_finished, dispatch_uid="qprint.metrics.job_finished")
 
 
 def _figure(name: str, default: Any = 0) -> Any:

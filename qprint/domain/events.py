@@ -27,7 +27,6 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
-from qprint import metrics
 from qprint.domain.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import EventRejected, Invalid, NotFound
@@ -222,7 +221,6 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):
         send_job_finished_after_commit(job)
-        metrics.job_finished(job)
 
 
 def record_server_event(
