@@ -121,6 +121,12 @@ class Prometheus:
             await asyncio.sleep(0.2)
         raise AssertionError(f"{expr} = {value} after {timeout}s\n{self.process.log()[-3000:]}")
 
+    async def series(self, expr: str) -> list[dict]:
+        """Every series an instant query yields (fails on a query Prometheus refuses)."""
+        answer = await self._get("/api/v1/query", params={"query": expr})
+        assert answer["status"] == "success", (expr, answer)
+        return answer["data"]["result"]
+
     async def alert_states(self) -> dict[str, str]:
         answer = await self._get("/api/v1/alerts")
         return {a["labels"]["alertname"]: a["state"] for a in answer["data"]["alerts"]}
@@ -291,6 +297,12 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
             'sum(qprint_wakeups_dropped_total{cause="layer_error",node="node-a"})', at_least(1)
         )
         await prom.until('sum(qprint_wakeups_dropped_total{cause="queue_full"})', equal(0))
+
+        # Every query of the shipped dashboard is valid PromQL and, after this traffic, answers.
+        from tests.ops.test_deploy import dashboard_queries
+
+        empty = [expr for expr in dashboard_queries() if not await prom.series(expr)]
+        assert not empty, f"dashboard queries without data: {empty}"
     finally:
         await real.close()
         await idle.close()
