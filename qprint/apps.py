@@ -11,8 +11,10 @@ class QPrintConfig(AppConfig):
     def ready(self) -> None:
         from qprint import checks  # noqa: F401  (registers the system checks)
         from qprint.maintenance import register_tasks
+        from qprint.webhooks import sender
 
         register_tasks()
+        sender.register_worker()
         self._install_realtime()
 
     def _install_realtime(self) -> None:

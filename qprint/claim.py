@@ -38,6 +38,7 @@ from qprint import events
 from qprint.errors import Disabled, GateClosed, NotFound
 from qprint.models import Device, PrintJob
 from qprint.states import JobStatus
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
 
@@ -150,6 +151,7 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
                 events.record_server_event(
                     candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
                 )
+                outbox.announce_job(candidate.pk, candidate.tenant, JobStatus.CLAIMED)
                 logger.info(
                     "job_claimed job=%s device=%s claim=%s node=%s",
                     candidate.pk,

@@ -89,8 +89,8 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
 
 
 @application_endpoint("GET")
-def job_detail(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
-    """The job with its events, oldest first."""
+def job_detail_now(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
+    """The job with its events, oldest first (``?wait=`` is :mod:`qprint.views.waiting`)."""
     job = api.get_job(key.tenant, job_id)
     return json_response(job_with_events(job, job.events.order_by("recorded_at", "id")))
 

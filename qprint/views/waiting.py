@@ -1,0 +1,109 @@
+"""``GET api/v1/jobs/<id>?wait=SECONDS&status=S``: answer when the job's status differs from ``S``
+(default: its status when the request arrived) or after ``SECONDS`` (at most 30), whichever is
+first. The answer is the job with its events, as without ``wait``.
+
+An async view, so a waiting request holds neither a thread nor a database connection: each
+database read runs on a shared executor thread and gives its connection back at once. The wait
+itself is an :class:`asyncio.Event` set by the job's after-commit notice
+(``qprint.webhooks.notify``: in this process directly, from other nodes over the channel layer),
+with a re-read every :data:`RECHECK_SECONDS` so a lost notice (no Redis, an outage) costs at most
+that much. The job is read after subscribing, so a change that commits meanwhile is not missed.
+Without ``wait`` the request is served by the plain view as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from qprint import api
+from qprint.models import ApplicationKey, PrintJob
+from qprint.states import JobStatus
+from qprint.views.application_api import job_detail_now
+from qprint.views.http import application_endpoint, invalid
+from qprint.webhooks import notify
+
+MAX_WAIT_SECONDS = 30
+RECHECK_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class Waiting:
+    job_id: Any
+    status: str
+    seconds: float
+
+
+def _wait_seconds(request: HttpRequest) -> float:
+    raw = request.GET.get("wait", "")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise invalid("wait", "must be a number of seconds") from None
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:
+        raise invalid("wait", f"must be between 0 and {MAX_WAIT_SECONDS} seconds")
+    return seconds
+
+
+@application_endpoint("GET")
+def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse | Waiting:
+    seconds = _wait_seconds(request)
+    status = request.GET.get("status") or None
+    if status is not None and status not in JobStatus.values:
+        raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
+    job = api.get_job(key.tenant, job_id)
+    return Waiting(job.pk, status or job.status, seconds)
+
+
+def _status_of(job_id) -> str | None:
+    return PrintJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+
+
+def _giving_back_connection(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``func`` on a shared thread and close (give back to the pool) its connection."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            connection.close()
+
+    return sync_to_async(call, thread_sensitive=False)
+
+
+@csrf_exempt
+async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    """The job with its events; with ``?wait=``, once its status moved or the time is up."""
+    if "wait" not in request.GET:
+        return await sync_to_async(job_detail_now)(request, job_id=job_id)
+    begun = await _giving_back_connection(_begin)(request, job_id=job_id)
+    if isinstance(begun, HttpResponse):
+        return begun
+    deadline = time.monotonic() + begun.seconds
+    key, group = notify.job_key(begun.job_id), notify.job_group(begun.job_id)
+    async with notify.listening(key, group) as changed:
+        while True:
+            changed.clear()
+            try:
+                status = await _giving_back_connection(_status_of)(begun.job_id)
+            except DatabaseError:
+                status = begun.status  # keep waiting; the final answer says what is wrong
+            remaining = deadline - time.monotonic()
+            if status != begun.status or remaining <= 0:
+                break
+            try:
+                await asyncio.wait_for(changed.wait(), min(RECHECK_SECONDS, remaining))
+            except TimeoutError:
+                pass
+    return await _giving_back_connection(job_detail_now)(request, job_id=job_id)
+
+
+job_detail.allowed_methods = ("GET",)  # read by the OpenAPI test
