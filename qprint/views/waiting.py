@@ -14,6 +14,7 @@ Without ``wait`` the request is served by the plain view as before.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -99,10 +100,8 @@ async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             remaining = deadline - time.monotonic()
             if status != begun.status or remaining <= 0:
                 break
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), min(RECHECK_SECONDS, remaining))
-            except TimeoutError:
-                pass
     return await _giving_back_connection(job_detail_now)(request, job_id=job_id)
 
 

@@ -1,4 +1,4 @@
-"""The webhook sender: a worker of ``cluster_runtime`` on every node (``qcluster.tasks.register_worker``).
+"""The webhook sender: a ``cluster_runtime`` worker on every node (``tasks.register_worker``).
 
 One asyncio loop per process takes due deliveries from the outbox (``outbox.take_due``, ``FOR
 UPDATE SKIP LOCKED``: nodes share the work, never a row), sends each with ``httpx`` and records the
@@ -122,7 +122,7 @@ class Sender:
             waits: list[Any] = [asyncio.ensure_future(wake.wait())]
             if not free:
                 waits = list(self.in_flight)
-            done, pending = await asyncio.wait(
+            _done, pending = await asyncio.wait(
                 waits, timeout=self.poll_seconds, return_when=asyncio.FIRST_COMPLETED
             )
             for future in pending:
