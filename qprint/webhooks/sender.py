@@ -84,7 +84,7 @@ class Sender:
         try:
             asyncio.run(self._main(stop))
         finally:
-            self.db.submit(connection.close).result()
+            self.db.submit(lambda: connection.close()).result()
             self.db.shutdown(wait=True)
 
     async def _main(self, stop: threading.Event) -> None:
