@@ -101,7 +101,12 @@ def resolve_checked(destination: Destination) -> str:
     """The address to connect to: the first one the name resolves to, once every address it
     resolves to passed :func:`check_address` (a name with one internal address is refused)."""
     try:
-        addresses = resolve(destination.host, destination.port)
+        ipaddress.ip_address(destination.host)
+        addresses = [destination.host]  # an address literal: nothing to resolve
+    except ValueError:
+        addresses = None
+    try:
+        addresses = addresses or resolve(destination.host, destination.port)
     except OSError as exc:
         raise Refused(f"{destination.host} does not resolve ({exc})") from None
     if not addresses:
