@@ -17,7 +17,9 @@ pytestmark = pytest.mark.django_db
 
 
 def create(client, key, **body):
-    return client.post(reverse("qprint:webhooks"), body, content_type="application/json", **key.auth)
+    return client.post(
+        reverse("qprint:webhooks"), body, content_type="application/json", **key.auth
+    )
 
 
 @pytest.fixture
@@ -62,7 +64,9 @@ def test_a_webhook_is_made_with_its_secret_shown_once(client, public_dns):
         ("ftp://hooks.example/q", {}, "https"),
     ],
 )
-def test_a_url_that_is_not_allowed_is_refused_at_creation(client, public_dns, url, settings, problem):
+def test_a_url_that_is_not_allowed_is_refused_at_creation(
+    client, public_dns, url, settings, problem
+):
     key = make_key()
     with override_settings(QPRINT=settings):
         answer = create(client, key, url=url)
@@ -107,8 +111,7 @@ def test_test_deliveries_are_listed_newest_first_and_paginated(client, public_dn
     key = make_key()
     made = create(client, key, url="https://hooks.example/").json()
     queued = [
-        client.post(reverse("qprint:webhook-test", args=[made["id"]]), **key.auth)
-        for _ in range(3)
+        client.post(reverse("qprint:webhook-test", args=[made["id"]]), **key.auth) for _ in range(3)
     ]
     assert all(q.status_code == 202 for q in queued)
     url = reverse("qprint:webhook-deliveries", args=[made["id"]])
@@ -151,9 +154,11 @@ def test_an_address_that_turned_private_is_refused_at_send_time(
         delivery = endpoints.send_test(endpoint)
         running = start_sender(poll_seconds=0.2)
         row = wait_until(
-            lambda: WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
-            .exclude(status="SENDING")
-            .first(),
+            lambda: (
+                WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
+                .exclude(status="SENDING")
+                .first()
+            ),
             20,
             message="the attempt recorded",
         )

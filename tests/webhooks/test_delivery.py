@@ -9,7 +9,8 @@ import uuid
 import pytest
 from django.db import connection, transaction
 
-from qprint import api, connection as connection_record, events
+from qprint import api, events
+from qprint import connection as connection_record
 from qprint.claim import claim_next_job
 from qprint.models import DeliveryStatus, PrintJob, WebhookDelivery
 from qprint.serializers import job_object
@@ -110,7 +111,9 @@ def test_a_receiver_that_is_down_gets_every_event_after_it_comes_back(
         message="all twelve delivered once the receiver is back",
     )
     assert receiver.ids() == set(WebhookDelivery.objects.values_list("event_id", flat=True))
-    printed = {r.json["data"]["job"]["id"] for r in receiver.ok() if r.json["type"] == "job.printed"}
+    printed = {
+        r.json["data"]["job"]["id"] for r in receiver.ok() if r.json["type"] == "job.printed"
+    }
     assert printed == {str(j.pk) for j in jobs}
 
 
@@ -147,9 +150,7 @@ def test_a_delivery_failing_for_three_days_is_marked_failed(endpoint, receiver):
     assert [d.id for d in outbox.take_due(10)] == [delivery.pk]
 
 
-def test_two_senders_never_send_the_same_row_at_the_same_moment(
-    endpoint, receiver, start_sender
-):
+def test_two_senders_never_send_the_same_row_at_the_same_moment(endpoint, receiver, start_sender):
     receiver.delay = 0.05
     for _ in range(60):
         endpoints.send_test(endpoint)
@@ -215,7 +216,7 @@ def test_an_endpoint_gets_only_the_events_it_asked_for(receiver, loopback_allowe
     endpoint, _ = endpoints.create_endpoint("acme", receiver.url, events=["job.printed"])
     device = connect(make_device().device)
     print_a_job(device)
-    assert list(WebhookDelivery.objects.values_list("type", flat=True)) == ["job.printed"]
+    assert list(endpoint.deliveries.values_list("type", flat=True)) == ["job.printed"]
     other, _ = endpoints.create_endpoint("globex", receiver.url)
     assert not other.deliveries.exists()  # another tenant's job is not announced to it
 
@@ -231,3 +232,28 @@ def test_during_a_rotation_both_secrets_sign(endpoint, receiver, start_sender):
     headers = receiver.received[0].headers
     assert receiver.verify(receiver.received[0].body, headers)
     assert len(headers["webhook-signature"].split(" ")) == 2
+
+
+def test_metrics_show_the_outbox_and_the_senders_attempts(endpoint, receiver, start_sender):
+    from qprint import metrics
+    from qprint.webhooks import sender
+
+    before = sender.figures.attempts["delivered"]
+    endpoints.send_test(endpoint)
+    endpoints.send_test(endpoint)
+    text = metrics.render()
+    assert 'qprint_webhook_deliveries{status="PENDING"} 2' in text
+    assert "qprint_webhook_oldest_undelivered_seconds " in text
+    start_sender()
+    wait_until(
+        lambda: WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 2,
+        20,
+        message="both delivered",
+    )
+    text = metrics.render()
+    assert 'qprint_webhook_deliveries{status="DELIVERED"} 2' in text
+    assert "qprint_webhook_oldest_undelivered_seconds 0.000" in text
+    assert sender.figures.attempts["delivered"] == before + 2
+    assert (
+        'outcome="delivered"} ' in text and "qprint_webhook_delivery_latency_seconds_count" in text
+    )

@@ -97,17 +97,13 @@ def test_a_node_killed_while_sending_leaves_the_delivery_to_another_node(
     assert receiver.overlaps == []
 
 
-def test_a_running_node_delivers_within_two_seconds_of_the_commit(
-    node, receiver, loopback_allowed
-):
+def test_a_running_node_delivers_within_two_seconds_of_the_commit(node, receiver, loopback_allowed):
     import time
 
     endpoint, secret = endpoints.create_endpoint("acme", receiver.url)
     receiver.secrets.append(secret)
     runtime = node("a")
-    wait_until(
-        lambda: "webhook_sender_started" in runtime.log(), 60, message="the sender started"
-    )
+    wait_until(lambda: "webhook_sender_started" in runtime.log(), 60, message="the sender started")
     committed = time.monotonic()
     endpoints.send_test(endpoint)
     wait_until(lambda: receiver.ok(), 10, message="the test delivery")
