@@ -56,3 +56,17 @@ def test_qprint_must_be_a_dict():
 def test_a_document_backend_that_cannot_be_imported_is_named():
     assert ids(DOCUMENT_BACKEND="qprint.documents.Nowhere") == ["qprint.E005"]
     assert ids(DOCUMENT_BACKEND="qprint.documents.StorageDocuments") == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"WEBHOOK_ALLOW_HTTP": True, "WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/8", "hooks.lan"]}, []),
+        ({"WEBHOOK_ALLOW_HTTP": "yes"}, ["qprint.E006"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, ["qprint.E006"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/33"]}, ["qprint.E006"]),
+        ({"WEBHOOK_MAX_IN_FLIGHT": 0}, ["qprint.E003"]),
+    ],
+)
+def test_webhook_settings_are_checked(settings, expected):
+    assert ids(**settings) == expected

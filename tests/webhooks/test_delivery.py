@@ -257,3 +257,38 @@ def test_metrics_show_the_outbox_and_the_senders_attempts(endpoint, receiver, st
     assert (
         'outcome="delivered"} ' in text and "qprint_webhook_delivery_latency_seconds_count" in text
     )
+
+
+def test_the_connection_record_statements_stay_alone_without_a_webhook_for_device_events(
+    receiver, loopback_allowed
+):
+    device = make_device().device
+    seen: list[tuple[bool, str]] = []
+
+    def observe(execute, sql, params, many, context):
+        seen.append((connection.in_atomic_block, sql.split()[0].upper()))
+        return execute(sql, params, many, context)
+
+    endpoints.create_endpoint("acme", receiver.url, events=["job.printed"])  # no device events
+    connection_id = uuid.uuid4()
+    with connection.execute_wrapper(observe):
+        connection_record.take(device.pk, connection_id, "node-a", 20)
+        connection_record.clear(device.pk, connection_id)
+    assert seen == [(False, "SELECT"), (False, "UPDATE"), (False, "SELECT"), (False, "UPDATE")]
+    assert not WebhookDelivery.objects.exists()
+
+    endpoints.create_endpoint("acme", receiver.url, events=["device.connected"])
+    seen.clear()
+    with connection.execute_wrapper(observe):
+        connection_record.take(device.pk, connection_id, "node-a", 20)
+    updates = [atomic for atomic, verb in seen if verb in ("UPDATE", "INSERT")]
+    assert updates == [True, True]  # the take and its delivery row, in one transaction
+    assert WebhookDelivery.objects.get().type == "device.connected"
+
+
+def test_old_delivered_rows_are_deleted_by_the_retention_task(endpoint):
+    old = endpoints.send_test(endpoint)
+    WebhookDelivery.objects.filter(pk=old.pk).update(status=DeliveryStatus.DELIVERED)
+    waiting = endpoints.send_test(endpoint)
+    assert outbox.delete_old_deliveries(retention_days=0) == 1
+    assert list(WebhookDelivery.objects.values_list("pk", flat=True)) == [waiting.pk]
