@@ -12,7 +12,6 @@
 """
 
 import ipaddress
-
 from typing import Any
 
 from django.conf import settings
