@@ -29,7 +29,12 @@ POSITIVE_INTEGERS = (
     "WEBHOOK_MAX_IN_FLIGHT",
 )
 #: Seconds of the device socket's background work (fractions allowed).
-POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
+POSITIVE_NUMBERS = (
+    "BUS_PROBE_SECONDS",
+    "DRAIN_POLL_SECONDS",
+    "DRAIN_SPREAD_SECONDS",
+    "JOB_WAIT_RECHECK_SECONDS",
+)
 
 
 def _is_int(value: Any) -> bool:

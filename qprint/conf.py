@@ -41,6 +41,9 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_ALLOWED_HOSTS": [],
     # Webhooks: deliveries in flight at once per sending process.
     "WEBHOOK_MAX_IN_FLIGHT": 16,
+    # GET api/v1/jobs/<id>?wait=: the job is re-read this often besides the change notices (what
+    # a lost notice can cost, e.g. without Redis across nodes).
+    "JOB_WAIT_RECHECK_SECONDS": 2,
 }
 
 

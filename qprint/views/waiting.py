@@ -6,7 +6,7 @@ An async view, so a waiting request holds neither a thread nor a database connec
 database read runs on a shared executor thread and gives its connection back at once. The wait
 itself is an :class:`asyncio.Event` set by the job's after-commit notice
 (``qprint.webhooks.notify``: in this process directly, from other nodes over the channel layer),
-with a re-read every :data:`RECHECK_SECONDS` so a lost notice (no Redis, an outage) costs at most
+with a re-read every ``QPRINT["JOB_WAIT_RECHECK_SECONDS"]`` so a lost notice (no Redis, an outage) costs at most
 that much. The job is read after subscribing, so a change that commits meanwhile is not missed.
 Without ``wait`` the request is served by the plain view as before.
 """
@@ -26,6 +26,7 @@ from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from qprint import api
+from qprint.conf import qprint_settings
 from qprint.models import ApplicationKey, PrintJob
 from qprint.states import JobStatus
 from qprint.views.application_api import job_detail_now
@@ -33,7 +34,6 @@ from qprint.views.http import application_endpoint, invalid
 from qprint.webhooks import notify
 
 MAX_WAIT_SECONDS = 30
-RECHECK_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,7 @@ async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     if isinstance(begun, HttpResponse):
         return begun
     deadline = time.monotonic() + begun.seconds
+    recheck = float(qprint_settings.JOB_WAIT_RECHECK_SECONDS)
     key, group = notify.job_key(begun.job_id), notify.job_group(begun.job_id)
     async with notify.listening(key, group) as changed:
         while True:
@@ -101,7 +102,7 @@ async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
             if status != begun.status or remaining <= 0:
                 break
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), min(RECHECK_SECONDS, remaining))
+                await asyncio.wait_for(changed.wait(), min(recheck, remaining))
     return await _giving_back_connection(job_detail_now)(request, job_id=job_id)
 
 

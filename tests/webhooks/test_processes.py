@@ -13,6 +13,7 @@ from qprint.models import DeliveryStatus, WebhookDelivery
 from qprint.webhooks import endpoints, outbox
 from tests.processes import ManagedProcess, manage, wait_until
 from tests.qprint.factories import connect, make_device
+from tests.webhooks.conftest import wait_for_other_sessions_to_end
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -41,6 +42,7 @@ def node(subprocess_env, services):
     yield start
     for process in started:
         process.kill()
+    wait_for_other_sessions_to_end()
 
 
 def print_a_job():

@@ -1,0 +1,82 @@
+"""``?wait`` across nodes: the request waits on node A, the PRINTED event is reported to node B,
+and the notice crosses over Redis (the nodes never re-read the job during the wait)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis as redis_client
+from asgiref.sync import sync_to_async
+
+from qprint import api
+from tests.processes import RedisServer, wait_until
+from tests.qprint.factories import connect
+from tests.realtime.cluster import Http, Node, node_env
+from tests.webhooks.conftest import wait_for_other_sessions_to_end
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+
+@pytest.fixture
+def redis():
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def nodes(redis, live_database_url):
+    settings = {"DJANGO_SETTINGS_MODULE": "tests.webhooks.node_settings"}
+    a = Node("node-a", node_env(live_database_url, redis.url, "node-a", **settings))
+    b = Node("node-b", node_env(live_database_url, redis.url, "node-b", **settings))
+    try:
+        a.start()
+        b.start()
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+        wait_for_other_sessions_to_end()
+
+
+def subscribed(redis: RedisServer, job_id: str) -> bool:
+    client = redis_client.Redis(port=redis.port)
+    try:
+        return any(job_id.encode() in name for name in client.pubsub_channels())
+    finally:
+        client.close()
+
+
+async def test_a_wait_on_one_node_is_answered_by_a_print_reported_to_another(nodes, redis):
+    a, b = nodes
+    device, token = await sync_to_async(api.create_device)("acme", "desk")
+    await sync_to_async(connect)(device)
+    _, secret = await sync_to_async(api.create_application_key)("acme", "backend")
+    http = Http(secret)
+    try:
+        job = (await http.submit(a, "desk")).json()
+        claim = (await http.claim(b, token)).json()
+        for step in ("RECEIVED", "SPOOLED"):
+            assert (
+                await http.event(b, token, job["id"], claim["claim_id"], step)
+            ).status_code == 201
+
+        started = time.monotonic()
+        waiting = asyncio.create_task(
+            http.app("GET", a, f"jobs/{job['id']}", params={"wait": "30", "status": "SPOOLED"})
+        )
+        await sync_to_async(wait_until)(
+            lambda: subscribed(redis, job["id"]), 10, message="node a listening for the job"
+        )
+        assert not waiting.done()
+        printed = await http.event(b, token, job["id"], claim["claim_id"], "PRINTED")
+        assert printed.status_code == 201
+        committed = time.monotonic()
+        answer = await asyncio.wait_for(waiting, 35)
+        answered = time.monotonic()
+    finally:
+        await http.close()
+    assert answer.status_code == 200 and answer.json()["status"] == "PRINTED"
+    assert answered - committed < 5 < 30 - (answered - started)  # the notice, not the clock
