@@ -7,8 +7,8 @@ database read runs on a shared executor thread and gives its connection back at 
 itself is an :class:`asyncio.Event` set by the job's after-commit notice
 (``qprint.webhooks.notify``: in this process directly, from other nodes over the channel layer),
 with a re-read every ``QPRINT["JOB_WAIT_RECHECK_SECONDS"]``, so a lost notice (no Redis, an
-outage) costs at most that much. The job is read after subscribing, so a change that commits meanwhile is not missed.
-Without ``wait`` the request is served by the plain view as before.
+outage) costs at most that much. The job is read after subscribing, so a change that commits
+meanwhile is not missed. Without ``wait`` the request is served by the plain view as before.
 """
 
 from __future__ import annotations
