@@ -104,6 +104,8 @@ class Sender:
         failures = 0
         while not stop.is_set() and time.monotonic() < until:
             free = self.max_in_flight - len(self.in_flight)
+            if self.in_flight and free < self.max_in_flight // 2:
+                free = 0  # take in batches: one transaction for several rows, not one per row
             wake.clear()
             try:
                 taken = await self._on_db(outbox.take_due, free) if free else []
