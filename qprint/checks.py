@@ -7,13 +7,16 @@
 - ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer nor ``None``.
 - ``qprint.W002``: ``QPRINT`` has a key qprint does not know (a typo is otherwise silent).
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
-- ``qprint.E006``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
+- ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node
+  identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
+- ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
 """
 
 import ipaddress
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
@@ -39,6 +42,20 @@ POSITIVE_NUMBERS = (
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@checks.register()
+def check_qcluster_installed(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if apps.is_installed("qcluster"):
+        return []
+    return [
+        checks.Error(
+            "qprint needs qcluster: add 'qcluster' to INSTALLED_APPS.",
+            hint="qprint uses qcluster for the node's identity, its singleton tasks (job expiry "
+            "and retention) and the drain of device sockets.",
+            id="qprint.E006",
+        )
+    ]
 
 
 @checks.register()
@@ -129,7 +146,7 @@ def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
         errors.append(
             checks.Error(
                 f"QPRINT['WEBHOOK_ALLOW_HTTP'] must be True or False, got {allow_http!r}.",
-                id="qprint.E006",
+                id="qprint.E007",
             )
         )
     hosts = user.get("WEBHOOK_ALLOWED_HOSTS", DEFAULTS["WEBHOOK_ALLOWED_HOSTS"])
@@ -137,7 +154,7 @@ def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
         errors.append(
             checks.Error(
                 f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] must be a list of strings, got {hosts!r}.",
-                id="qprint.E006",
+                id="qprint.E007",
             )
         )
         return errors
@@ -151,14 +168,14 @@ def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
                     checks.Error(
                         f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a network.",
                         hint="Use a host name, an address or a network such as 10.0.0.0/8.",
-                        id="qprint.E006",
+                        id="qprint.E007",
                     )
                 )
         elif not text or any(c.isspace() for c in text):
             errors.append(
                 checks.Error(
                     f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a host name or address.",
-                    id="qprint.E006",
+                    id="qprint.E007",
                 )
             )
     return errors

@@ -25,10 +25,10 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import api
 from qprint.conf import qprint_settings
+from qprint.domain import jobs
+from qprint.domain.states import JobStatus
 from qprint.models import ApplicationKey, PrintJob
-from qprint.states import JobStatus
 from qprint.views.application_api import job_detail_now
 from qprint.views.http import application_endpoint, invalid
 from qprint.webhooks import notify
@@ -60,7 +60,7 @@ def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpRespon
     status = request.GET.get("status") or None
     if status is not None and status not in JobStatus.values:
         raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
-    job = api.get_job(key.tenant, job_id)
+    job = jobs.get_job(key.tenant, job_id)
     return Waiting(job.pk, status or job.status, seconds)
 
 

@@ -41,8 +41,9 @@ from django.db.models import Case, Count, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from qprint.domain import devices
 from qprint.models import DeliveryStatus, Device, PrintJob, WebhookDelivery, WebhookEndpoint
-from qprint.serializers import job_object, timestamp
+from qprint.serializers import device_object, job_object, timestamp
 from qprint.webhooks import TEST_EVENT, job_event_type, notify
 
 logger = logging.getLogger("qprint.webhooks")
@@ -98,10 +99,8 @@ def announce_job(job_id: uuid.UUID, tenant: str, status: str) -> None:
 
 
 def _device_data(device_id: int) -> dict[str, Any]:
-    from qprint import api  # the device summary is built where the API builds it
-
     device = Device.objects.only("tenant", "name").get(pk=device_id)
-    return {"device": api.device_summary(device.tenant, device.name).as_dict()}
+    return {"device": device_object(devices.device_summary(device.tenant, device.name))}
 
 
 @contextlib.contextmanager

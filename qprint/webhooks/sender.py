@@ -24,6 +24,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -232,8 +233,11 @@ def run_worker(stop: threading.Event) -> None:
 
 
 def register_worker() -> None:
-    """Register the sender with ``qcluster`` (called from ``QPrintConfig.ready``)."""
-    from qcluster import tasks
+    """Register the sender and the deliveries' retention with ``cluster_runtime`` (called from
+    ``QPrintConfig.ready``)."""
+    from qprint import cluster
 
-    tasks.register_worker(WORKER_NAME, run_worker)
-    tasks.register("qprint.delete-old-deliveries", 3600, outbox.delete_old_deliveries)
+    cluster.register_worker(WORKER_NAME, run_worker)
+    cluster.register_task(
+        "qprint.delete-old-deliveries", timedelta(hours=1), outbox.delete_old_deliveries
+    )

@@ -68,8 +68,9 @@ def test_bench_webhook_deliveries_per_second(endpoint, receiver, start_sender): 
     started = time.monotonic()
     start_sender(max_in_flight=IN_FLIGHT, poll_seconds=0.2)
     wait_until(
-        lambda: WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count()
-        == DELIVERIES,
+        lambda: (
+            WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == DELIVERIES
+        ),
         600,
         interval=0.05,
     )

@@ -58,13 +58,27 @@ def test_a_document_backend_that_cannot_be_imported_is_named():
     assert ids(DOCUMENT_BACKEND="qprint.documents.StorageDocuments") == []
 
 
+def test_qprint_without_qcluster_starts_and_check_names_what_is_missing(settings):
+    from django.apps import apps
+
+    from qprint.checks import check_qcluster_installed
+
+    assert check_qcluster_installed() == []
+    without = [app for app in settings.INSTALLED_APPS if app != "qcluster"]
+    with override_settings(INSTALLED_APPS=without):
+        assert not apps.is_installed("qcluster")
+        messages = check_qcluster_installed()
+    assert [m.id for m in messages] == ["qprint.E006"]
+    assert "INSTALLED_APPS" in messages[0].msg
+
+
 @pytest.mark.parametrize(
     ("settings", "expected"),
     [
         ({"WEBHOOK_ALLOW_HTTP": True, "WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/8", "hooks.lan"]}, []),
-        ({"WEBHOOK_ALLOW_HTTP": "yes"}, ["qprint.E006"]),
-        ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, ["qprint.E006"]),
-        ({"WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/33"]}, ["qprint.E006"]),
+        ({"WEBHOOK_ALLOW_HTTP": "yes"}, ["qprint.E007"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, ["qprint.E007"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/33"]}, ["qprint.E007"]),
         ({"WEBHOOK_MAX_IN_FLIGHT": 0}, ["qprint.E003"]),
     ],
 )

@@ -9,11 +9,12 @@ import uuid
 import pytest
 from django.db import connection, transaction
 
-from qprint import api, events
-from qprint import connection as connection_record
-from qprint.claim import claim_next_job
+from qprint import api
+from qprint.domain import connection as connection_record
+from qprint.domain import events
+from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, PrintJob, WebhookDelivery
-from qprint.serializers import job_object
+from qprint.serializers import device_object, job_object
 from qprint.webhooks import endpoints, outbox
 from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device
@@ -205,7 +206,7 @@ def test_device_connect_and_disconnect_are_announced_with_the_device_summary(
     assert by_type["device.connected"]["node"] == "node-a"
     assert by_type["device.disconnected"]["online"] is False
     assert by_type["device.connected"] == {
-        **api.device_summary("acme", device.name).as_dict(),
+        **device_object(api.device_summary("acme", device.name)),
         "online": True,
         "node": "node-a",
         "last_seen_at": by_type["device.connected"]["last_seen_at"],

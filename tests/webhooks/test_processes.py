@@ -7,8 +7,9 @@ import uuid
 
 import pytest
 
-from qprint import api, events
-from qprint.claim import claim_next_job
+from qprint import api
+from qprint.domain import events
+from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, WebhookDelivery
 from qprint.webhooks import endpoints, outbox
 from tests.processes import ManagedProcess, manage, wait_until

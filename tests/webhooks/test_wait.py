@@ -11,8 +11,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from qprint import api, events
-from qprint.claim import claim_next_job
+from qprint import api
+from qprint.domain import events
+from qprint.domain.claim import claim_next_job
 from qprint.webhooks import notify
 from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device, make_key
