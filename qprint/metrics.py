@@ -106,7 +106,7 @@ def webhook_lines() -> list[str]:
         f"qprint_webhook_oldest_undelivered_seconds {figures.oldest_undelivered_seconds:.3f}"
     )
 
-    here = f'node="{_label(identity.node_id())}",pid="{os.getpid()}"'
+    here = f'node="{_label(cluster.node_id())}",pid="{os.getpid()}"'
     sent = sender.figures
     with sent.lock:
         attempts = dict(sent.attempts)
