@@ -9,6 +9,7 @@ import time
 import pytest
 import redis as redis_client
 from asgiref.sync import sync_to_async
+from django.db import connection
 
 from qprint import api
 from tests.processes import RedisServer, wait_until
@@ -78,5 +79,6 @@ async def test_a_wait_on_one_node_is_answered_by_a_print_reported_to_another(nod
         answered = time.monotonic()
     finally:
         await http.close()
+        await sync_to_async(lambda: connection.close())()  # this test's ORM thread's session
     assert answer.status_code == 200 and answer.json()["status"] == "PRINTED"
     assert answered - committed < 5 < 30 - (answered - started)  # the notice, not the clock
