@@ -13,7 +13,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
 from qprint.models import WebhookDelivery, WebhookEndpoint
-from qprint.webhooks import outbox
+from qprint.webhooks import endpoints, outbox
 
 
 @admin.register(WebhookEndpoint)
@@ -29,6 +29,13 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+    def delete_model(self, request, obj: WebhookEndpoint) -> None:
+        endpoints.delete_endpoint(obj)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for endpoint in queryset:
+            endpoints.delete_endpoint(endpoint)
 
 
 @admin.register(WebhookDelivery)
@@ -70,7 +77,11 @@ class WebhookDeliveryAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         return False
 
-    @admin.action(description=_("Send selected deliveries again now"), permissions=["view"])
+    def has_retry_permission(self, request) -> bool:
+        """Sending again changes the rows (through the outbox): the model's change permission."""
+        return request.user.has_perm("qprint.change_webhookdelivery")
+
+    @admin.action(description=_("Send selected deliveries again now"), permissions=["retry"])
     def retry_deliveries(self, request, queryset):
         count = outbox.retry(list(queryset.values_list("pk", flat=True)))
         self.message_user(
