@@ -122,9 +122,10 @@ class Sender:
                 task.add_done_callback(self.in_flight.discard)
             if free and len(taken) == free:
                 continue  # more may be due: take again as soon as a slot frees up
-            waits: list[Any] = [asyncio.ensure_future(wake.wait())]
-            if not free:
-                waits = list(self.in_flight)
+            # No free slot: wait for one; else for a notice (or the poll).
+            waits: list[Any] = (
+                list(self.in_flight) if not free else [asyncio.ensure_future(wake.wait())]
+            )
             _done, pending = await asyncio.wait(
                 waits, timeout=self.poll_seconds, return_when=asyncio.FIRST_COMPLETED
             )

@@ -80,3 +80,39 @@ def test_bench_webhook_deliveries_per_second(endpoint, receiver, start_sender): 
         f"({IN_FLIGHT} in flight, one sender)"
     )
     assert len(receiver.ids()) == DELIVERIES
+
+
+def test_bench_wait_latency():
+    """``GET ...?wait=30`` in-process: from the PRINTED commit to the answer."""
+    import threading
+
+    from django.test import Client
+    from django.urls import reverse
+
+    from qprint.webhooks import notify
+    from tests.qprint.factories import make_key
+    from tests.webhooks.test_wait import report, spooled_job
+
+    key = make_key()
+    latencies = []
+    for _ in range(min(ROUNDS, 20)):
+        device, job, claim = spooled_job()
+        answered: list[float] = []
+
+        def wait(job=job, answered=answered):
+            Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "30"}, **key.auth)
+            answered.append(time.monotonic())
+
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        wait_until(lambda job=job: notify.job_key(job.pk) in notify._callbacks, 10, interval=0.001)
+        report(device, job, "PRINTED", claim.claim_id)
+        committed = time.monotonic()
+        waiter.join(35)
+        latencies.append(answered[0] - committed)
+        device.delete()
+    latencies.sort()
+    print(
+        f"\n?wait: PRINTED commit -> answer over {len(latencies)}: "
+        f"p50 {statistics.median(latencies) * 1000:.1f} ms, max {latencies[-1] * 1000:.1f} ms"
+    )
