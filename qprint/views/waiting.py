@@ -28,9 +28,11 @@ from django.views.decorators.csrf import csrf_exempt
 from qprint.conf import qprint_settings
 from qprint.domain import jobs
 from qprint.domain.states import JobStatus
-from qprint.models import ApplicationKey, PrintJob
+from qprint.errors import QPrintError
+from qprint.models import ApplicationKey
+from qprint.serializers import job_with_events
 from qprint.views.application_api import job_detail_now
-from qprint.views.http import application_endpoint, invalid
+from qprint.views.http import application_endpoint, error_response, invalid, json_response
 from qprint.webhooks import notify
 
 MAX_WAIT_SECONDS = 30
@@ -38,6 +40,7 @@ MAX_WAIT_SECONDS = 30
 
 @dataclass(frozen=True)
 class Waiting:
+    tenant: str
     job_id: Any
     status: str
     seconds: float
@@ -61,11 +64,21 @@ def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpRespon
     if status is not None and status not in JobStatus.values:
         raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
     job = jobs.get_job(key.tenant, job_id)
-    return Waiting(job.pk, status or job.status, seconds)
+    return Waiting(key.tenant, job.pk, status or job.status, seconds)
 
 
-def _status_of(job_id) -> str | None:
-    return PrintJob.objects.filter(pk=job_id).values_list("status", flat=True).first()
+def _answer_if_moved(waiting: Waiting) -> HttpResponse | None:
+    """The answer when the job's status is no longer ``waiting.status`` (or the job is gone);
+    None to keep waiting (a database error too: the final answer says what is wrong)."""
+    try:
+        job = jobs.get_job(waiting.tenant, waiting.job_id)
+    except QPrintError as exc:
+        return error_response(exc.code, exc.status, exc.message)
+    except DatabaseError:
+        return None
+    if job.status == waiting.status:
+        return None
+    return json_response(job_with_events(job, jobs.events_of(job)))
 
 
 def _giving_back_connection(func: Callable[..., Any]) -> Callable[..., Any]:
@@ -94,12 +107,11 @@ async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     async with notify.listening(key, group) as changed:
         while True:
             changed.clear()
-            try:
-                status = await _giving_back_connection(_status_of)(begun.job_id)
-            except DatabaseError:
-                status = begun.status  # keep waiting; the final answer says what is wrong
+            answer = await _giving_back_connection(_answer_if_moved)(begun)
+            if answer is not None:
+                return answer
             remaining = deadline - time.monotonic()
-            if status != begun.status or remaining <= 0:
+            if remaining <= 0:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), min(recheck, remaining))
