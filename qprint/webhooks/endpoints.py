@@ -91,7 +91,7 @@ def rotate_secret(endpoint: WebhookEndpoint, overlap: timedelta = ROTATION_OVERL
     """A new secret for ``endpoint`` (shown once); the current one keeps signing for ``overlap``."""
     secret = signing.new_secret()
     with transaction.atomic():
-        locked = WebhookEndpoint.objects.select_for_update().get(pk=endpoint.pk)
+        locked = WebhookEndpoint.objects.select_for_update(no_key=True).get(pk=endpoint.pk)
         WebhookEndpoint.objects.filter(pk=locked.pk).update(
             secret=secret,
             previous_secret=locked.secret,

@@ -293,3 +293,24 @@ def test_old_delivered_rows_are_deleted_by_the_retention_task(endpoint):
     waiting = endpoints.send_test(endpoint)
     assert outbox.delete_old_deliveries(retention_days=0) == 1
     assert list(WebhookDelivery.objects.values_list("pk", flat=True)) == [waiting.pk]
+
+
+def test_expiry_and_a_failed_print_are_announced(endpoint):
+    from qprint.domain import maintenance
+
+    device = connect(make_device().device)
+    stale, _ = api.submit_job("acme", device.name, PDF, "application/pdf", expires_in=60)
+    PrintJob.objects.filter(pk=stale.pk).update(expires_at=stale.created_at)
+    assert maintenance.expire_jobs() == 1
+    job, _ = api.submit_job("acme", device.name, PDF, "application/pdf")
+    claim = claim_next_job(device.pk)
+    report(device, job, "FAILED", claim.claim_id)
+    announced = {
+        (d.type, d.payload["data"]["job"]["id"], d.payload["data"]["job"]["status"])
+        for d in WebhookDelivery.objects.filter(endpoint=endpoint)
+    }
+    assert announced == {
+        ("job.expired", str(stale.pk), "EXPIRED"),
+        ("job.claimed", str(job.pk), "CLAIMED"),
+        ("job.failed", str(job.pk), "FAILED"),
+    }
