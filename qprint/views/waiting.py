@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from asgiref.sync import sync_to_async
+from asgiref.sync import SyncToAsync, sync_to_async
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -81,6 +81,25 @@ def _answer_if_moved(waiting: Waiting) -> HttpResponse | None:
     return json_response(job_with_events(job, jobs.events_of(job)))
 
 
+def _release_request_thread() -> None:
+    """Give back the thread Django parked for this request.
+
+    Django serves each ASGI request inside an asgiref ``ThreadSensitiveContext``; the first
+    thread-sensitive call of the request (the ``request_started`` receivers) makes it a one-thread
+    executor that stays, idle, until the request ends: one parked thread per waiting request. We
+    shut that executor down before waiting (its idle thread exits); a later thread-sensitive call
+    of the same request (``request_finished``) makes a new one. Nothing thread-sensitive runs
+    meanwhile: the waiting path's reads use the shared executor.
+    """
+    try:
+        context = SyncToAsync.thread_sensitive_context.get(None)
+        executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
+    except (AttributeError, TypeError):  # another asgiref: keep the thread, lose nothing else
+        return
+    if executor is not None:
+        executor.shutdown(wait=False)
+
+
 def _giving_back_connection(func: Callable[..., Any]) -> Callable[..., Any]:
     """Run ``func`` on a shared thread and close (give back to the pool) its connection."""
 
@@ -101,6 +120,7 @@ async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     begun = await _giving_back_connection(_begin)(request, job_id=job_id)
     if isinstance(begun, HttpResponse):
         return begun
+    _release_request_thread()
     deadline = time.monotonic() + begun.seconds
     recheck = float(qprint_settings.JOB_WAIT_RECHECK_SECONDS)
     key, group = notify.job_key(begun.job_id), notify.job_group(begun.job_id)

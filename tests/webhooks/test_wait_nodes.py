@@ -82,3 +82,47 @@ async def test_a_wait_on_one_node_is_answered_by_a_print_reported_to_another(nod
         await sync_to_async(lambda: connection.close())()  # this test's ORM thread's session
     assert answer.status_code == 200 and answer.json()["status"] == "PRINTED"
     assert answered - committed < 5 < 30 - (answered - started)  # the notice, not the clock
+
+
+def threads_of(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+
+
+def channels(redis: RedisServer) -> int:
+    client = redis_client.Redis(port=redis.port)
+    try:
+        return len(client.pubsub_channels())
+    finally:
+        client.close()
+
+
+async def test_waiting_requests_hold_no_thread_each(nodes, redis):
+    """Forty requests waiting on one node: a few threads more, not forty (each request listens
+    on a channel of its own, which is how the test knows they are all waiting)."""
+    a, _b = nodes
+    await sync_to_async(api.create_device)("acme", "desk")
+    _, secret = await sync_to_async(api.create_application_key)("acme", "backend")
+    http = Http(secret)
+    waiting = 40
+    try:
+        job = (await http.submit(a, "desk")).json()
+        await http.app("GET", a, f"jobs/{job['id']}", params={"wait": "0"})
+        threads_before, channels_before = threads_of(a.process.pid), channels(redis)
+        requests = [
+            asyncio.create_task(http.app("GET", a, f"jobs/{job['id']}", params={"wait": "20"}))
+            for _ in range(waiting)
+        ]
+        await sync_to_async(wait_until)(
+            lambda: channels(redis) >= channels_before + waiting,
+            15,
+            message="every request listening",
+        )
+        threads_during = threads_of(a.process.pid)
+        assert not any(r.done() for r in requests)
+        assert threads_during - threads_before < waiting // 4, (threads_before, threads_during)
+        for request in requests:
+            request.cancel()
+    finally:
+        await http.close()
+        await sync_to_async(lambda: connection.close())()
