@@ -97,9 +97,15 @@ def channels(redis: RedisServer) -> int:
         client.close()
 
 
-async def test_waiting_requests_hold_no_thread_each(nodes, redis):
-    """Forty requests waiting on one node: a few threads more, not forty (each request listens
-    on a channel of its own, which is how the test knows they are all waiting)."""
+def database_sessions() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()")
+        return cursor.fetchone()[0]
+
+
+async def test_waiting_requests_hold_no_thread_or_connection_each(nodes, redis):
+    """Forty requests waiting on one node: a few threads and connections more, not forty (each
+    request listens on a channel of its own, which is how the test knows they are all waiting)."""
     a, _b = nodes
     await sync_to_async(api.create_device)("acme", "desk")
     _, secret = await sync_to_async(api.create_application_key)("acme", "backend")
@@ -109,6 +115,7 @@ async def test_waiting_requests_hold_no_thread_each(nodes, redis):
         job = (await http.submit(a, "desk")).json()
         await http.app("GET", a, f"jobs/{job['id']}", params={"wait": "0"})
         threads_before, channels_before = threads_of(a.process.pid), channels(redis)
+        sessions_before = await sync_to_async(database_sessions)()
         requests = [
             asyncio.create_task(http.app("GET", a, f"jobs/{job['id']}", params={"wait": "20"}))
             for _ in range(waiting)
@@ -119,8 +126,10 @@ async def test_waiting_requests_hold_no_thread_each(nodes, redis):
             message="every request listening",
         )
         threads_during = threads_of(a.process.pid)
+        sessions_during = await sync_to_async(database_sessions)()
         assert not any(r.done() for r in requests)
         assert threads_during - threads_before < waiting // 4, (threads_before, threads_during)
+        assert sessions_during - sessions_before < waiting // 4, (sessions_before, sessions_during)
         for request in requests:
             request.cancel()
     finally:
