@@ -190,8 +190,8 @@ def _keys(endpoint: WebhookEndpoint, now: datetime) -> list[str]:
 
 def take_due(limit: int) -> list[Due]:
     """Take up to ``limit`` due deliveries for one attempt each (oldest due first)."""
-    if limit <= 0:
-        return []
+    if limit <= 0 or not WebhookDelivery.objects.filter(_due()).exists():
+        return []  # the idle poll: one read, no transaction (no write lock on SQLite)
     token = uuid.uuid4()
     with transaction.atomic():
         ids = list(
