@@ -92,9 +92,9 @@ def _run() -> None:
     global dropped
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    layer = get_channel_layer()
     while True:
         group, message = _queue.get()
+        layer = get_channel_layer()  # as configured now (tests change it)
         try:
             loop.run_until_complete(
                 asyncio.wait_for(layer.group_send(group, message), SEND_TIMEOUT_SECONDS)
