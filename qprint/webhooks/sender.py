@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +72,15 @@ figures = SenderFigures()
 
 
 class Sender:
-    def __init__(self, max_in_flight: int | None = None, poll_seconds: float = POLL_SECONDS):
+    def __init__(
+        self,
+        max_in_flight: int | None = None,
+        poll_seconds: float = POLL_SECONDS,
+        verify: ssl.SSLContext | bool = True,
+    ):
+        """``verify``: how receivers' certificates are checked (default: the system's CAs as
+        httpx has them; tests pass a context trusting their own)."""
+        self.verify = verify
         self.max_in_flight = max(1, int(max_in_flight or qprint_settings.WEBHOOK_MAX_IN_FLIGHT))
         self.poll_seconds = poll_seconds
         self.db = ThreadPoolExecutor(1, thread_name_prefix="qprint-webhooks-db")
@@ -214,6 +223,7 @@ class Sender:
                 timeout=httpx.Timeout(outbox.SEND_TIMEOUT_SECONDS, connect=5.0),
                 follow_redirects=False,
                 trust_env=False,
+                verify=self.verify,
                 limits=httpx.Limits(max_connections=8, max_keepalive_connections=2),
             )
             self.clients[key] = client

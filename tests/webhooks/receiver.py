@@ -4,6 +4,7 @@ with the ``standardwebhooks`` library, as an application would."""
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
@@ -44,6 +45,9 @@ class Receiver:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/hooks"
 
+    tls: ssl.SSLContext | None = None  # serve https with this context
+    server_names: list[str] = field(default_factory=list)  # the TLS server names (SNI) asked for
+
     def start(self, port: int = 0) -> Receiver:
         receiver = self
 
@@ -81,6 +85,9 @@ class Receiver:
                         receiver.in_flight.discard(webhook_id)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", port or self.port), Handler)
+        if self.tls is not None:
+            self.tls.sni_callback = lambda sock, name, ctx: self.server_names.append(name)
+            self.server.socket = self.tls.wrap_socket(self.server.socket, server_side=True)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
