@@ -4,13 +4,13 @@ Two kinds of figures, kept apart so they do not mix (docs/OPERATIONS.md, "Metric
 
 - **Read from the database** at each scrape by :class:`DatabaseCollector`, the same on every node:
   live connections per node (connection rows whose lease has not expired, database clock), jobs
-  by status, the oldest QUEUED job's age, devices offline that have queued jobs. Aggregate them
-  with ``max`` across the nodes, never ``sum``.
+  by status, the oldest QUEUED job's age, devices offline that have queued jobs, the webhook
+  outbox. Aggregate them with ``max`` across the nodes, never ``sum``.
 - **This process only**, labelled ``node`` and ``pid``: the instruments below (claims and events
   by answer with their latency, submit -> PRINTED latency, wakeups delivered to sockets here and
-  their latency, heartbeat reconciles, jobs finished) and the figures the realtime layer hands
-  over with :func:`install` (sockets open, the bus's state and outages, the wakeup publisher's
-  counters). Counters start at 0 with the process; ``sum(rate(...))`` across processes.
+  their latency, heartbeat reconciles, jobs finished), the webhook sender's attempts and latency,
+  and the figures the realtime layer hands over with :func:`install` (sockets open, the bus's
+  state and outages, the wakeup publisher's counters). Counters start at 0 with the process; ``sum(rate(...))`` across processes.
 
 Every instrumentation point in a transport is one call into this module (``@metrics.measure_claim``,
 ``metrics.wakeup_handled(...)``); the domain imports nothing of it (import-linter): jobs finished
@@ -29,7 +29,12 @@ from collections.abc import Callable
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
 from prometheus_client.registry import Collector
 
 #: The instruments of this process (the ``node``/``pid`` labels are added at exposition).
@@ -241,12 +246,39 @@ class ProcessCollector(Collector):
             "Wakeups waiting in this process's publisher queue.",
             _figure("wake_queue_depth"),
         )
+        families += _webhook_sender_families(names, values)
         for family in PROCESS.collect():
             family.samples = [
                 sample._replace(labels={**here, **sample.labels}) for sample in family.samples
             ]
             families.append(family)
         return families
+
+
+def _webhook_sender_families(names: list[str], values: list[str]) -> list[Metric]:
+    """This process's webhook sender (docs/WEBHOOKS.md): attempts by outcome, and the latency from
+    the event to the receiver's 2xx (its own cumulative buckets)."""
+    from qprint.webhooks import sender
+
+    sent = sender.figures
+    with sent.lock:
+        attempts = dict(sent.attempts)
+        buckets, count, total = list(sent.latency_buckets), sent.latency_count, sent.latency_sum
+    attempts_family = CounterMetricFamily(
+        "qprint_webhook_attempts",
+        "Webhook delivery attempts of this process by outcome.",
+        labels=[*names, "outcome"],
+    )
+    for outcome, n in sorted(attempts.items()):
+        attempts_family.add_metric([*values, outcome], n, created=STARTED_AT)
+    latency = HistogramMetricFamily(
+        "qprint_webhook_delivery_latency_seconds",
+        "From the event (the outbox row) to the receiver's 2xx answer.",
+        labels=names,
+    )
+    bounds = [(str(bound), n) for bound, n in zip(sender.LATENCY_BUCKETS, buckets, strict=True)]
+    latency.add_metric(values, [*bounds, ("+Inf", count)], sum_value=total)
+    return [attempts_family, latency]
 
 
 class DatabaseCollector(Collector):
@@ -295,7 +327,22 @@ class DatabaseCollector(Collector):
             "Enabled devices without a live connection that have QUEUED jobs.",
             value=offline,
         )
-        return [connections, jobs, oldest, offline_family]
+        from qprint.webhooks import outbox
+
+        figures = outbox.webhook_figures()
+        deliveries = GaugeMetricFamily(
+            "qprint_webhook_deliveries",
+            "Webhook deliveries in the outbox by status.",
+            labels=["status"],
+        )
+        for status, count in sorted(figures.by_status.items()):
+            deliveries.add_metric([status], count)
+        undelivered = GaugeMetricFamily(
+            "qprint_webhook_oldest_undelivered_seconds",
+            "Age of the oldest webhook delivery not yet delivered (0: none).",
+            value=figures.oldest_undelivered_seconds,
+        )
+        return [connections, jobs, oldest, offline_family, deliveries, undelivered]
 
 
 def registry() -> CollectorRegistry:
