@@ -10,7 +10,8 @@ Two kinds of figures, kept apart so they do not mix (docs/OPERATIONS.md, "Metric
   by answer with their latency, submit -> PRINTED latency, wakeups delivered to sockets here and
   their latency, heartbeat reconciles, jobs finished), the webhook sender's attempts and latency,
   and the figures the realtime layer hands over with :func:`install` (sockets open, the bus's
-  state and outages, the wakeup publisher's counters). Counters start at 0 with the process; ``sum(rate(...))`` across processes.
+  state and outages, the wakeup publisher's counters). Counters start at 0 with the process;
+  ``sum(rate(...))`` across processes.
 
 Every instrumentation point in a transport is one call into this module (``@metrics.measure_claim``,
 ``metrics.wakeup_handled(...)``); the domain imports nothing of it (import-linter): jobs finished
@@ -164,6 +165,7 @@ def heartbeat_reconciled(found_work: bool | None) -> None:
 #: The figures of the realtime layer and this process's node id (set by :func:`install`).
 _FIGURES: dict[str, Callable[[], Any]] = {}
 _node_id: Callable[[], str] = str
+_in_default_registry = False
 
 
 def install(node_id: Callable[[], str], **figures: Callable[[], Any]) -> None:
@@ -180,6 +182,14 @@ def install(node_id: Callable[[], str], **figures: Callable[[], Any]) -> None:
     _FIGURES.clear()
     _FIGURES.update(figures)
     signals.job_finished.connect(job_finished, dispatch_uid="qprint.metrics.job_finished")
+    # A process that serves prometheus_client's default registry (``cluster_runtime
+    # --metrics-port``: the webhook sender, the expiry task) exports this process's figures too.
+    global _in_default_registry
+    if not _in_default_registry:
+        from prometheus_client import REGISTRY
+
+        REGISTRY.register(ProcessCollector())
+        _in_default_registry = True
 
 
 def _figure(name: str, default: Any = 0) -> Any:
@@ -193,6 +203,9 @@ class _NoWakeupCounters:
 
 class ProcessCollector(Collector):
     """This process's instruments and realtime figures, labelled with its node and pid."""
+
+    def describe(self) -> list[Metric]:
+        return []  # nothing is read when a registry registers it
 
     def collect(self) -> list[Metric]:
         here = {"node": _node_id(), "pid": str(os.getpid())}
@@ -283,6 +296,9 @@ def _webhook_sender_families(names: list[str], values: list[str]) -> list[Metric
 
 class DatabaseCollector(Collector):
     """Figures read from the database at each scrape: the same on every node."""
+
+    def describe(self) -> list[Metric]:
+        return []  # no query when a registry registers it
 
     def collect(self) -> list[Metric]:
         from django.db.models import Count, DurationField, ExpressionWrapper, Min

@@ -280,7 +280,9 @@ def test_both_containers_share_the_node_identity_and_the_settings():
     assert downward["QQQ_NODE_ID"] == "metadata.name"
     assert downward["QQQ_K8S_NODE_NAME"] == "spec.nodeName"
     assert web["envFrom"] == runtime["envFrom"]
-    assert runtime["command"] == ["python", "manage.py", "cluster_runtime"]
+    assert runtime["command"][:3] == ["python", "manage.py", "cluster_runtime"]
+    metrics_port = runtime["command"][runtime["command"].index("--metrics-port") + 1]
+    assert runtime["ports"] == [{"name": "metrics", "containerPort": int(metrics_port)}]
 
 
 def test_probes_hit_the_code_paths_and_the_port(client, db):
@@ -316,8 +318,13 @@ def test_commands_exist_and_the_drain_fits_in_the_grace_period():
     commands = get_commands()
     pre_stops = [c["lifecycle"]["preStop"]["exec"]["command"] for c in containers().values()]
     job = manifests()["Job"]["spec"]["template"]["spec"]["containers"][0]["command"]
+    from django.core.management import load_command_class
+
     for command in [*pre_stops, job, containers()["cluster-runtime"]["command"]]:
         assert command[:2] == ["python", "manage.py"] and command[2] in commands, command
+        # The command's own parser accepts the arguments (SystemExit on an unknown one).
+        parser = load_command_class(commands[command[2]], command[2]).create_parser(*command[1:3])
+        parser.parse_args(command[3:])
     assert all(p[2] == "cluster_drain" for p in pre_stops)
     wait = float(pre_stops[0][pre_stops[0].index("--wait") + 1])
     grace = float(manifests()["ConfigMap"]["data"]["QCLUSTER_DRAIN_GRACE_SECONDS"])

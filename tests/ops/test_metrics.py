@@ -62,3 +62,10 @@ def test_a_wakeup_is_timed_only_when_it_sent_a_wake_frame():
     # 0.2 s ago: above the 0.1 s bucket, within the 30 s one.
     assert sample("qprint_wake_latency_seconds_bucket", le="0.1") == fast
     assert sample("qprint_wake_latency_seconds_bucket", le="30.0") == slower + 1
+
+
+def test_cluster_runtime_refuses_a_bad_metrics_port():
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError, match="--metrics-port must be between 1 and 65535, not 0"):
+        call_command("cluster_runtime", "--metrics-port", "0")

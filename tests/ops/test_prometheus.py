@@ -155,21 +155,26 @@ def cluster(transactional_db, django_db_blocker, tmp_path):
     redis = RedisServer().start()
     started: list = [redis]
     try:
-        nodes, sidecars = [], []
+        nodes, targets = [], []
         for node_id in ("node-a", "node-b"):
             # With psycopg's pool, as docs/deploy/kubernetes/configmap.yaml runs the nodes.
             env = node_env(database_url, redis.url, node_id, DATABASE_POOL="on")
             nodes.append(Node(node_id, env).start())
-            runtime = ManagedProcess(f"runtime-{node_id}", manage("cluster_runtime"), env)
-            sidecars.append(runtime.start())
+            # The sidecar serves its own figures, as in docs/deploy/kubernetes/deployment.yaml.
+            port = free_port()
+            command = ["--metrics-port", str(port), "--metrics-bind", "127.0.0.1"]
+            runtime = ManagedProcess(
+                f"runtime-{node_id}", manage("cluster_runtime", *command), env
+            ).start()
             started += [nodes[-1], runtime]
+            targets += [f"127.0.0.1:{nodes[-1].port}", f"127.0.0.1:{port}"]
         extra = ManagedProcess(
             "runtime-node-c",
             manage("cluster_runtime"),
             node_env(database_url, redis.url, "node-c"),
         )
         started.append(extra)
-        prometheus = Prometheus(binary, [f"127.0.0.1:{n.port}" for n in nodes], tmp_path)
+        prometheus = Prometheus(binary, targets, tmp_path)
         started.append(prometheus.process)
         prometheus.start()
         yield nodes, extra, redis, prometheus
@@ -211,8 +216,10 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
     _, offline_token = await adb(api.create_device)("acme", "desk-offline")
     real, idle = RealDevice(token), RealDevice(idle_token)
     try:
-        # Both targets up; the cluster as the sidecars registered it.
-        await prom.until('sum(up{job="qprint"})', equal(2))
+        # Four targets up (two web processes, two sidecars); the cluster as the sidecars
+        # registered it. Each process exports its own figures, the sidecars' included.
+        await prom.until('sum(up{job="qprint"})', equal(4))
+        await prom.until('count(qprint_webhook_attempts_total{outcome="delivered"})', equal(4))
         await prom.until('max(qcluster_nodes{status="UP"})', equal(2))
         await prom.until('max(qcluster_lease_held{lease="cluster-sweeper"})', equal(1))
 
