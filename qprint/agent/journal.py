@@ -186,6 +186,23 @@ class Journal:
                 self._queue_event(job_id, claim_id, event, message, detail)
         return True
 
+    def record_unknown(self, job_id: str, claim_id: str, message: str) -> bool:
+        """A job the server holds active that this journal has no record of (it was lost with
+        its disk, or deleted): record it OUTCOME_UNKNOWN and queue that report, never print it.
+        False when the journal knows the job after all."""
+        with self._tx():
+            cur = self.db.execute(
+                "INSERT INTO jobs (job_id, claim_id, state, updated_at) VALUES (?,?,?,?)"
+                " ON CONFLICT (job_id) DO NOTHING",
+                (job_id, claim_id, "OUTCOME_UNKNOWN", time.time()),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._queue_event(
+                job_id, claim_id, "OUTCOME_UNKNOWN", message, {"reason": "no_journal_record"}
+            )
+        return True
+
     def requeue_final_event(self, job_id: str, claim_id: str) -> str | None:
         """Report a final job's outcome again under a claim the server still holds open."""
         entry = self.job(job_id)

@@ -52,6 +52,9 @@ class Hello:
     paused: bool
     settings_revision: int
     settings: dict[str, Any] = field(default_factory=dict)
+    # The device's jobs the server holds in RECEIVED or SPOOLED: (job_id, claim_id, status).
+    # None when the server did not send the list (an older server): nothing to reconcile.
+    active_jobs: tuple[tuple[str, str, str], ...] | None = None
 
 
 def parse_frame(text: str | bytes) -> dict[str, Any]:
@@ -90,7 +93,23 @@ def parse_hello(frame: dict[str, Any]) -> Hello:
         paused=bool(control.get("paused", False)),
         settings_revision=_int(settings, "revision"),
         settings=dict(settings.get("values") or {}),
+        active_jobs=_active_jobs(frame.get("active_jobs")),
     )
+
+
+def _active_jobs(value: Any) -> tuple[tuple[str, str, str], ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ProtocolError("'active_jobs' must be a list")
+    jobs = []
+    for item in value:
+        if not isinstance(item, dict) or not all(
+            isinstance(item.get(k), str) and item[k] for k in ("job_id", "claim_id", "status")
+        ):
+            raise ProtocolError(f"bad active job {item!r}: job_id, claim_id and status needed")
+        jobs.append((item["job_id"], item["claim_id"], item["status"]))
+    return tuple(jobs)
 
 
 def parse_control(frame: dict[str, Any]) -> tuple[int, bool]:

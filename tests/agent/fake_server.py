@@ -35,6 +35,7 @@ class FakeDevice:
     socket: ServerConnection | None = None
     connections: int = 0
     printers: list | None = None
+    printer_reports: int = 0
 
     @property
     def ready(self) -> bool:
@@ -297,6 +298,11 @@ class FakeServer:
                     "heartbeat_seconds": self.heartbeat,
                     "control": {"revision": device.control_revision, "paused": device.paused},
                     "settings": {"revision": device.settings_revision, "values": device.settings},
+                    "active_jobs": [
+                        {"job_id": job.id, "claim_id": job.claim_id, "status": job.status}
+                        for job in self.jobs.values()
+                        if job.token == token and job.status in ("RECEIVED", "SPOOLED")
+                    ],
                 }
             )
         )
@@ -306,6 +312,9 @@ class FakeServer:
                 self.frames.append(frame)
                 if frame["type"] == "state":
                     device.applied = (frame["control_revision"], frame["settings_revision"])
+                elif frame["type"] == "printers":
+                    device.printers = frame["printers"]
+                    device.printer_reports += 1
         except websockets.ConnectionClosed:
             pass
         finally:
