@@ -10,7 +10,8 @@ port, a relay outside listens on 127.0.0.1 (``tests/agent/relay.py``).
 
 The printer runs a ``-c`` command for every job that keeps the document and the ``IPP_*``
 environment it was given, and that fails the job like a printer out of paper
-(``STATE: +media-empty-error``, exit 1) while the file ``fail-next`` exists.
+(``STATE: +media-empty-error``, exit 1) while the file ``fail-next`` exists, and that takes
+10 s per job while the file ``slow`` exists (time to cancel it).
 """
 
 import os
@@ -54,7 +55,9 @@ PRINT_COMMAND = """#!/bin/sh
 out="{root}/jobs/$(date +%s%N)"
 mkdir -p "$out"
 cp "$1" "$out/document"
-env | grep '^IPP_' | sort > "$out/env"
+env | grep '^IPP_' | sort > "$out/env.tmp"
+mv "$out/env.tmp" "$out/env"
+[ -e "{root}/slow" ] && sleep 10
 if [ -e "{root}/fail-next" ]; then
     echo "STATE: +media-empty-error" >&2
     echo "ERROR: out of paper" >&2
@@ -169,6 +172,13 @@ class IppEvePrinter:
     def fail_jobs(self, fail: bool) -> None:
         flag = self.root / "fail-next"
         if fail:
+            flag.touch()
+        else:
+            flag.unlink(missing_ok=True)
+
+    def slow_jobs(self, slow: bool) -> None:
+        flag = self.root / "slow"
+        if slow:
             flag.touch()
         else:
             flag.unlink(missing_ok=True)
