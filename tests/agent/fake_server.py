@@ -56,6 +56,8 @@ class FakeJob:
     status: str = "QUEUED"
     claim_id: str | None = None
     sha256_override: str | None = None
+    printer: str | None = None
+    options: dict = field(default_factory=dict)
 
 
 class FakeServer:
@@ -229,12 +231,12 @@ class FakeServer:
             {
                 "job_id": job.id,
                 "claim_id": job.claim_id,
-                "printer": None,
+                "printer": job.printer,
                 "title": job.title,
                 "content_type": job.content_type,
                 "size": len(job.data),
                 "sha256": job.sha256_override or hashlib.sha256(job.data).hexdigest(),
-                "options": {},
+                "options": job.options,
                 "priority": 0,
                 "document_url": f"/qprint/api/v1/device/jobs/{job.id}/document",
                 "created_at": "2026-01-01T00:00:00Z",
