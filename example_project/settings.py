@@ -74,7 +74,7 @@ else:
     # No persistent connections for requests: under ASGI each request runs in a thread of its
     # own, so a kept connection would be left behind per request (Django's advice: keep 0 under
     # ASGI; put PgBouncer in front when connecting per request costs too much). The device
-    # sockets' own threads (qprint.socket_db) keep theirs regardless.
+    # sockets' own threads (qprint.realtime.socket_db) keep theirs regardless.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
 
 REDIS_URL = env.str("REDIS_URL", default="")

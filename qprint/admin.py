@@ -2,8 +2,9 @@
 
 Every action goes through :mod:`qprint.api`, the same code path as the HTTP API and host code, so
 the admin holds no business rule. Columns that carry state (job status, claim, revisions, the
-connection record) are read-only here: they change only through the API's guarded writes.
-"Online" is judged in SQL on the database clock (``connection_lease_expires_at > now()``).
+connection record) are read-only here: they change only through the domain's guarded writes.
+"Online", the queue depth and the claim gate are the domain's own predicates
+(``Device.objects.with_liveness()``, ``with_queue_depth()``, :func:`qprint.domain.gate.refusal`).
 Secrets (a new device token, a new application key) are shown once, on the response page itself,
 and never stored in clear: not in the database, the session or a message cookie.
 """
@@ -14,16 +15,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import (
-    BooleanField,
-    Count,
-    ExpressionWrapper,
-    OuterRef,
-    Q,
-    QuerySet,
-    Subquery,
-)
-from django.db.models.functions import Coalesce, Now
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
@@ -31,6 +23,7 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext, ngettext_lazy
 
 from qprint import api
+from qprint.domain import gate
 from qprint.errors import QPrintError
 from qprint.models import (
     ApplicationKey,
@@ -40,7 +33,6 @@ from qprint.models import (
     PrintJob,
     PrintJobEvent,
 )
-from qprint.states import JobStatus
 
 TEST_PAGE_CONTENT_TYPE = "text/plain"
 
@@ -166,6 +158,7 @@ class DeviceAdmin(admin.ModelAdmin):
         "paused",
         "enabled",
         "queue_depth",
+        "claim_gate",
         "last_seen_at",
     )
     list_filter = ("tenant", "enabled", "paused")
@@ -200,29 +193,7 @@ class DeviceAdmin(admin.ModelAdmin):
     )
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return (
-            super()
-            .get_queryset(request)
-            .annotate(
-                # Judged by the database on its own clock, like the claim gate.
-                is_online=ExpressionWrapper(
-                    Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now()),
-                    output_field=BooleanField(),
-                ),
-                # A correlated count, evaluated for the page's rows only (a join + GROUP BY
-                # would count every device's jobs before the page is cut).
-                queued_jobs=Coalesce(
-                    Subquery(
-                        PrintJob.objects.filter(device=OuterRef("pk"), status=JobStatus.QUEUED)
-                        .order_by()
-                        .values("device")
-                        .annotate(n=Count("pk"))
-                        .values("n")
-                    ),
-                    0,
-                ),
-            )
-        )
+        return super().get_queryset(request).with_liveness().with_queue_depth()
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -237,21 +208,27 @@ class DeviceAdmin(admin.ModelAdmin):
     def get_inlines(self, request, obj):
         return self.inlines if obj is not None else ()
 
-    @admin.display(boolean=True, description=_("online"), ordering="is_online")
+    @admin.display(boolean=True, description=_("online"), ordering="connection_live")
     def online(self, device: Device) -> bool:
-        return bool(device.is_online)
+        return bool(device.connection_live)
 
     @admin.display(description=_("node"), ordering="connection_node")
     def node(self, device: Device) -> str:
-        return device.connection_node if device.is_online else ""
+        return device.connection_node if device.connection_live else ""
 
     @admin.display(boolean=True, description=_("ready"))
     def ready(self, device: Device) -> bool:
-        return bool(device.is_online and device.connection_ready)
+        return bool(device.connection_live and device.connection_ready)
 
-    @admin.display(description=_("queue depth"), ordering="queued_jobs")
+    @admin.display(description=_("queue depth"), ordering="queue_depth")
     def queue_depth(self, device: Device) -> int:
-        return device.queued_jobs
+        return device.queue_depth
+
+    @admin.display(description=_("claim gate"))
+    def claim_gate(self, device: Device) -> str:
+        """What a claim would answer now: "open", or the refusal's code."""
+        refusal = gate.refusal(device)
+        return _("open") if refusal is None else refusal.code
 
     def save_model(self, request, obj: Device, form, change: bool) -> None:
         if change:

@@ -9,17 +9,23 @@ class QPrintConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from qprint import checks  # noqa: F401  (registers the system checks)
-        from qprint.maintenance import register_tasks
+        from qprint import (
+            checks,  # noqa: F401  (registers the system checks)
+            cluster,
+        )
+        from qprint.realtime import publisher
+
+        # Wakeups leave through the bounded channel-layer publisher.
+        publisher.install()
+        if cluster.installed():  # else qprint.E006 names what is missing
+            self._register_with_cluster()
+
+    def _register_with_cluster(self) -> None:
+        """The singleton tasks (expiry, retention), and the node's ``connections`` gauge that
+        ``cluster_runtime`` writes with each heartbeat (the live connection rows naming it)."""
+        from qprint import cluster
+        from qprint.domain import connection
+        from qprint.domain.maintenance import register_tasks
 
         register_tasks()
-        self._install_realtime()
-
-    def _install_realtime(self) -> None:
-        """Wakeups leave through the bounded channel-layer publisher; the node's ``connections``
-        gauge (written by ``cluster_runtime``) counts the live connection rows naming it."""
-        from qcluster import gauges
-        from qprint import connection, publisher
-
-        publisher.install()
-        gauges.register("connections", connection.live_connections_of_node)
+        cluster.register_gauge("connections", connection.live_connections_of_node)

@@ -7,10 +7,13 @@
 - ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer nor ``None``.
 - ``qprint.W002``: ``QPRINT`` has a key qprint does not know (a typo is otherwise silent).
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
+- ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node
+  identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
 """
 
 from typing import Any
 
+from django.apps import apps
 from django.conf import settings
 from django.core import checks
 from django.utils.module_loading import import_string
@@ -30,6 +33,20 @@ POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SEC
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+@checks.register()
+def check_qcluster_installed(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
+    if apps.is_installed("qcluster"):
+        return []
+    return [
+        checks.Error(
+            "qprint needs qcluster: add 'qcluster' to INSTALLED_APPS.",
+            hint="qprint uses qcluster for the node's identity, its singleton tasks (job expiry "
+            "and retention) and the drain of device sockets.",
+            id="qprint.E006",
+        )
+    ]
 
 
 @checks.register()

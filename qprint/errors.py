@@ -1,4 +1,4 @@
-"""The errors of qprint's domain, each with the SPEC's error code and the HTTP status it maps to.
+"""The errors of qprint's domain, each with its error code (docs/API.md) and its HTTP status.
 
 Transports turn them into their own shapes: the HTTP views answer
 ``{"error": err.code, "message": err.message}`` with ``err.status``; commands raise

@@ -15,9 +15,10 @@ import os
 
 from django.db.models import Count
 
-from qcluster import identity
-from qprint import bus, connection, publisher
+from qprint import cluster
+from qprint.domain import connection
 from qprint.models import PrintJob
+from qprint.realtime import bus, publisher
 
 
 def _label(value: str) -> str:
@@ -45,7 +46,7 @@ def render() -> str:
     for status, count in sorted(by_status):
         lines.append(f'qprint_jobs{{status="{status}"}} {count}')
 
-    here = f'node="{_label(identity.node_id())}",pid="{os.getpid()}"'
+    here = f'node="{_label(cluster.node_id())}",pid="{os.getpid()}"'
     _metric(lines, "qprint_sockets_open", "gauge", "Device sockets open in this process.")
     lines.append(f"qprint_sockets_open{{{here}}} {bus.open_sockets()}")
     _metric(lines, "qprint_bus_up", "gauge", "1 while this process's channel-layer probe passes.")

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from qprint.consumers import DeviceConsumer
+from qprint.realtime.consumer import DeviceConsumer
 
 websocket_urlpatterns: list = [
     path("qprint/ws/device/", DeviceConsumer.as_asgi(), name="qprint-device-socket"),

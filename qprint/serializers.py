@@ -1,4 +1,4 @@
-"""The JSON objects of the HTTP APIs, built from the domain's rows (SPEC 3.4, 3.5).
+"""The JSON objects of the HTTP APIs and the socket, built from the domain's rows (docs/API.md).
 
 Pure functions from model instances to dicts: no query beyond what the caller prefetched or
 annotated, no state. Datetimes are ISO 8601 in UTC; absent ones are ``null``.
@@ -18,7 +18,7 @@ def timestamp(value: datetime | None) -> str | None:
 
 
 def job_object(job) -> dict[str, Any]:
-    """The SPEC's job object. ``job.device`` should be selected with the job."""
+    """The job object of docs/API.md. ``job.device`` should be selected with the job."""
     return {
         "id": str(job.id),
         "device": job.device.name,
@@ -61,10 +61,26 @@ def document_url(request: HttpRequest, job_id) -> str:
     return request.build_absolute_uri(reverse("qprint:device-job-document", args=[job_id]))
 
 
+def assignment_body(assignment) -> dict[str, Any]:
+    """The domain's assignment (``qprint.domain.claim.Assignment``) as JSON, without the URL."""
+    return {
+        "job_id": str(assignment.job_id),
+        "claim_id": str(assignment.claim_id),
+        "printer": assignment.printer,
+        "title": assignment.title,
+        "content_type": assignment.content_type,
+        "size": assignment.size,
+        "sha256": assignment.sha256,
+        "options": assignment.options,
+        "priority": assignment.priority,
+        "created_at": timestamp(assignment.created_at),
+    }
+
+
 def assignment_object(request: HttpRequest, assignment) -> dict[str, Any]:
     """The claim's 200 body: the domain's assignment plus the absolute ``document_url``."""
     return {
-        **assignment.as_dict(),
+        **assignment_body(assignment),
         "document_url": document_url(request, assignment.job_id),
     }
 
@@ -76,6 +92,25 @@ def printer_object(printer) -> dict[str, Any]:
         "status": printer.status,
         "capabilities": printer.capabilities,
         "updated_at": timestamp(printer.updated_at),
+    }
+
+
+def device_object(summary) -> dict[str, Any]:
+    """A device as the application sees it (``qprint.domain.devices.DeviceSummary``)."""
+    return {
+        "name": summary.name,
+        "description": summary.description,
+        "enabled": summary.enabled,
+        "online": summary.online,
+        "ready": summary.ready,
+        "paused": summary.paused,
+        "node": summary.node,
+        "queue_depth": summary.queue_depth,
+        "last_seen_at": timestamp(summary.last_seen_at),
+        "control_revision": summary.control_revision,
+        "settings_revision": summary.settings_revision,
+        "agent_info": summary.agent_info,
+        "printers": [printer_object(p) for p in summary.printers],
     }
 
 

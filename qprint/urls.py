@@ -1,4 +1,4 @@
-"""HTTP routes of qprint (SPEC 3.4, 3.5), mounted by the host (e.g. at ``qprint/``).
+"""HTTP routes of qprint (docs/API.md), mounted by the host (e.g. at ``qprint/``).
 
 ``docs/openapi.yaml`` describes every route here; ``tests/qprint/test_openapi.py`` keeps the two
 in step.
@@ -29,11 +29,11 @@ urlpatterns = [
     ),
     path("api/v1/device/printers", device_api.printers, name="device-printers"),
     # Application API (bearer application key, one tenant).
-    path("api/v1/jobs", application_api.jobs, name="jobs"),
+    path("api/v1/jobs", application_api.job_list, name="jobs"),
     path("api/v1/jobs/<str:job_id>", application_api.job_detail, name="job-detail"),
     path("api/v1/jobs/<str:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
     path("api/v1/jobs/<str:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
-    path("api/v1/devices", application_api.devices, name="devices"),
+    path("api/v1/devices", application_api.device_list, name="devices"),
     path("api/v1/devices/<str:name>", application_api.device_detail, name="device-detail"),
     path("api/v1/devices/<str:name>/pause", application_api.device_pause, name="device-pause"),
     path("api/v1/devices/<str:name>/resume", application_api.device_resume, name="device-resume"),

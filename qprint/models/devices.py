@@ -1,12 +1,15 @@
 """Devices (print agents) and the printers they report.
 
-The four connection columns are the connection record: only ``qprint.connection`` writes them at
-runtime (guarded updates, newest connection wins). The claim gate reads them on the database clock.
+The four connection columns are the connection record: only ``qprint.domain.connection`` writes
+them at runtime (guarded updates, newest connection wins). Whether the connection is live is the
+queryset method ``Device.objects.with_liveness()`` (database clock).
 """
 
 from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
+
+from qprint.models.querysets import DeviceQuerySet
 
 
 class Device(models.Model):
@@ -35,7 +38,7 @@ class Device(models.Model):
         _("settings applied revision"), default=0
     )
 
-    # Connection record (written by qprint.connection only).
+    # Connection record (written by qprint.domain.connection only).
     connection_id = models.UUIDField(_("connection id"), null=True, blank=True)
     connection_node = models.CharField(_("connection node"), max_length=255, blank=True, default="")
     connection_ready = models.BooleanField(_("connection ready"), default=False)
@@ -46,6 +49,8 @@ class Device(models.Model):
     last_seen_at = models.DateTimeField(_("last seen at"), null=True, blank=True)
     agent_info = models.JSONField(_("agent info"), default=dict, blank=True)
     created_at = models.DateTimeField(_("created at"), db_default=Now(), editable=False)
+
+    objects = DeviceQuerySet.as_manager()
 
     class Meta:
         db_table = "qprint_device"

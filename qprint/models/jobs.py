@@ -1,8 +1,8 @@
 """Print jobs, their documents and their event history.
 
-Status changes are made only by ``qprint.claim`` (QUEUED -> CLAIMED), ``qprint.events`` (device
-events and server events) and the API functions that call them; see ``qprint.states`` for the
-moves allowed.
+Status changes are made only by ``qprint.domain.claim`` (QUEUED -> CLAIMED) and
+``qprint.domain.events`` (device events and server events); ``qprint.domain.states`` lists the
+moves allowed. Which jobs a claim may hand out is ``PrintJob.objects.claimable()``.
 """
 
 import uuid
@@ -15,7 +15,8 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from qprint.conf import qprint_settings
-from qprint.states import JobStatus, is_final
+from qprint.domain.states import JobStatus, is_final
+from qprint.models.querysets import PrintJobQuerySet
 
 
 def default_expires_at():
@@ -77,6 +78,8 @@ class PrintJob(models.Model):
     )
     submitted_by = models.CharField(_("submitted by"), max_length=255, blank=True, default="")
 
+    objects = PrintJobQuerySet.as_manager()
+
     class Meta:
         db_table = "qprint_job"
         verbose_name = _("print job")
@@ -88,7 +91,7 @@ class PrintJob(models.Model):
                 condition=Q(idempotency_key__isnull=False),
                 name="qprint_job_idempotency_uniq",
             ),
-            # At most one job is handed out to a device at a time (SPEC 3.3 rule 1).
+            # At most one job is handed out to a device at a time (docs/JOBS.md, the claim).
             models.UniqueConstraint(
                 fields=["device"],
                 condition=Q(status="CLAIMED"),
@@ -153,7 +156,7 @@ class EventSource(models.TextChoices):
 
 
 class PrintJobEvent(models.Model):
-    """One event in a job's life, recorded once per ``event_id`` (see ``qprint.events``)."""
+    """One event in a job's life, recorded once per ``event_id`` (see ``qprint.domain.events``)."""
 
     event_id = models.UUIDField(_("event id"), unique=True, default=uuid.uuid4)
     job = models.ForeignKey(

@@ -1,9 +1,10 @@
-"""The application HTTP API (SPEC 3.5): submit, inspect, cancel and reprint jobs; see and steer
+"""The application HTTP API (docs/API.md): submit, inspect, cancel and reprint jobs; see and steer
 devices.
 
 Authenticated with an application key (``Authorization: Bearer``), which belongs to one tenant: a
-job or device of another tenant is 404, never the object. Every change goes through
-:mod:`qprint.api`, the same code path as the admin and host code.
+job or device of another tenant is 404, never the object. Every read and change goes through the
+domain (:mod:`qprint.domain.jobs`, :mod:`~qprint.domain.devices`, :mod:`~qprint.domain.commands`),
+the same code path as the admin and host code.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import api
-from qprint.models import ApplicationKey, PrintJob
-from qprint.serializers import command_object, job_object, job_with_events
-from qprint.states import JobStatus
+from qprint.domain import commands, devices, jobs
+from qprint.models import ApplicationKey
+from qprint.serializers import command_object, device_object, job_object, job_with_events
 from qprint.views.http import (
     application_endpoint,
     invalid,
@@ -23,7 +23,7 @@ from qprint.views.http import (
     read_json_object,
     read_optional_options,
 )
-from qprint.views.pagination import decode_cursor, encode_cursor, page_limit, paginate
+from qprint.views.pagination import paginate
 from qprint.views.uploads import read_submission
 
 #: Fields of a submission other than the document itself.
@@ -37,7 +37,7 @@ def submitted_by(key: ApplicationKey) -> str:
 
 
 @application_endpoint("GET", "POST")
-def jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
+def job_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     if request.method == "POST":
         return submit(request, key)
     return list_jobs(request, key)
@@ -60,7 +60,7 @@ def submit(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
         kwargs["title"] = ""
     if "expires_in" in fields:
         kwargs["expires_in"] = fields["expires_in"]
-    job, created = api.submit_job(
+    job, created = jobs.submit_job(
         key.tenant,
         device,
         submission.content,
@@ -74,15 +74,9 @@ def submit(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
 
 def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     """The tenant's jobs, newest first, optionally ``?device=`` and ``?status=``."""
-    queryset = PrintJob.objects.filter(tenant=key.tenant).select_related("device")
-    device = request.GET.get("device")
-    if device:
-        queryset = queryset.filter(device__name=device)
-    status = request.GET.get("status")
-    if status:
-        if status not in JobStatus.values:
-            raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
-        queryset = queryset.filter(status=status)
+    queryset = jobs.jobs_of(
+        key.tenant, device=request.GET.get("device"), status=request.GET.get("status")
+    )
     return json_response(
         paginate(request, queryset, ("created_at", "id"), job_object, descending=True)
     )
@@ -91,15 +85,15 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
 @application_endpoint("GET")
 def job_detail(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """The job with its events, oldest first."""
-    job = api.get_job(key.tenant, job_id)
-    return json_response(job_with_events(job, job.events.order_by("recorded_at", "id")))
+    job = jobs.get_job(key.tenant, job_id)
+    return json_response(job_with_events(job, jobs.events_of(job)))
 
 
 @application_endpoint("POST")
 def job_cancel(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """200 the job, cancelled or with its cancel asked of the device; 409 ``job_final``."""
-    api.cancel_job(job_id, tenant=key.tenant, by=submitted_by(key))
-    return json_response(job_object(api.get_job(key.tenant, job_id)))
+    jobs.cancel_job(job_id, tenant=key.tenant, by=submitted_by(key))
+    return json_response(job_object(jobs.get_job(key.tenant, job_id)))
 
 
 @application_endpoint("POST")
@@ -110,47 +104,49 @@ def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpR
         force = force == "true"
     if not isinstance(force, bool):
         raise invalid("force", "must be true or false")
-    reprint = api.reprint_job(job_id, tenant=key.tenant, force=force, by=submitted_by(key))
-    return json_response(job_object(api.get_job(key.tenant, reprint.pk)), status=201)
+    reprint = jobs.reprint_job(job_id, tenant=key.tenant, force=force, by=submitted_by(key))
+    return json_response(job_object(jobs.get_job(key.tenant, reprint.pk)), status=201)
 
 
 @application_endpoint("GET")
-def devices(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
+def device_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     """The tenant's devices by name, paginated with ``?limit=&cursor=``."""
-    limit = page_limit(request)
-    summaries = api.list_devices(key.tenant)
-    cursor = request.GET.get("cursor")
-    if cursor:
-        (after_name,) = decode_cursor(cursor, 1)
-        summaries = [s for s in summaries if s.name > after_name]
-    page = summaries[:limit]
-    next_cursor = encode_cursor([page[-1].name]) if len(summaries) > limit else None
-    return json_response({"results": [s.as_dict() for s in page], "next_cursor": next_cursor})
+    return json_response(
+        paginate(request, devices.summaries(key.tenant), ("name", "id"), _device_object)
+    )
+
+
+def _device_object(device) -> dict[str, Any]:
+    return device_object(devices.DeviceSummary.of(device))
+
+
+def _summary(key: ApplicationKey, name: str) -> HttpResponse:
+    return json_response(device_object(devices.device_summary(key.tenant, name)))
 
 
 @application_endpoint("GET")
 def device_detail(request: HttpRequest, key: ApplicationKey, name: str) -> HttpResponse:
-    return json_response(api.device_summary(key.tenant, name).as_dict())
+    return _summary(key, name)
 
 
 @application_endpoint("POST")
 def device_pause(request: HttpRequest, key: ApplicationKey, name: str) -> HttpResponse:
     """Pause the device (a new control revision); it stops claiming once it applied it."""
-    api.pause_device(api.get_device(key.tenant, name))
-    return json_response(api.device_summary(key.tenant, name).as_dict())
+    devices.pause_device(devices.get_device(key.tenant, name))
+    return _summary(key, name)
 
 
 @application_endpoint("POST")
 def device_resume(request: HttpRequest, key: ApplicationKey, name: str) -> HttpResponse:
-    api.resume_device(api.get_device(key.tenant, name))
-    return json_response(api.device_summary(key.tenant, name).as_dict())
+    devices.resume_device(devices.get_device(key.tenant, name))
+    return _summary(key, name)
 
 
 @application_endpoint("PUT")
 def device_settings(request: HttpRequest, key: ApplicationKey, name: str) -> HttpResponse:
     """Replace the device's settings with the JSON object in the body (a new revision)."""
     values = read_json_object(request)
-    device = api.update_settings(api.get_device(key.tenant, name), values)
+    device = devices.update_settings(devices.get_device(key.tenant, name), values)
     return json_response({"revision": device.settings_revision, "values": device.settings})
 
 
@@ -158,7 +154,7 @@ def device_settings(request: HttpRequest, key: ApplicationKey, name: str) -> Htt
 def device_commands(request: HttpRequest, key: ApplicationKey, name: str) -> HttpResponse:
     """Queue a command ``{type, payload?}`` for the device; 201 the command."""
     body = read_json_object(request)
-    command = api.send_command(
-        api.get_device(key.tenant, name), body.get("type"), body.get("payload")
+    command = commands.send_command(
+        devices.get_device(key.tenant, name), body.get("type"), body.get("payload")
     )
     return json_response(command_object(command), status=201)

@@ -1,33 +1,26 @@
-"""The device HTTP API (SPEC 3.4): claim, download, report events, command results, printers.
+"""The device HTTP API (docs/API.md): claim, download, report events, command results, printers.
 
 Authenticated with the device token (``Authorization: Bearer``). A device sees only its own jobs
-and commands: anything else is 404, never the object.
+and commands: anything else is 404, never the object. The rules are the domain's: who may download
+what (:func:`qprint.domain.jobs.job_for_download`), the claim, the events, the commands.
 """
 
 from __future__ import annotations
 
-import uuid
-
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 
-from qprint import api, documents
-from qprint.claim import claim_next_job
-from qprint.errors import NotFound
-from qprint.events import record_device_event
-from qprint.models import Device, PrintJob
+from qprint import documents
+from qprint.domain import commands, devices, jobs
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.models import Device
 from qprint.serializers import assignment_object, command_object, event_object, printer_object
-from qprint.states import JobStatus
 from qprint.views.http import (
     device_endpoint,
-    invalid,
     json_response,
     read_json_object,
     read_json_value,
 )
-
-#: Statuses in which the device that holds the job may (re)download its document.
-DOWNLOADABLE_AFTER_CLAIM = (JobStatus.RECEIVED, JobStatus.SPOOLED)
 
 
 @device_endpoint("POST")
@@ -39,28 +32,10 @@ def claim(request: HttpRequest, device: Device) -> HttpResponse:
     return json_response(assignment_object(request, assignment))
 
 
-def downloadable_job(device: Device, job_id: str) -> PrintJob:
-    """The job whose document ``device`` may fetch: it holds the job's current claim, or the job
-    is RECEIVED/SPOOLED on it (a retried download after a crash). Anything else is 404."""
-    try:
-        job_id = uuid.UUID(str(job_id))
-    except ValueError:
-        raise NotFound(message="No such job to download on this device.") from None
-    job = (
-        PrintJob.objects.filter(pk=job_id, device=device)
-        .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
-        .only("id", "content_type", "size", "sha256", "claim_id", "status")
-        .first()
-    )
-    if job is None:
-        raise NotFound(message="No such job to download on this device.")
-    return job
-
-
 @device_endpoint("GET")
 def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """The document's bytes; ``ETag`` is the quoted sha256 the device checks them against."""
-    job = downloadable_job(device, job_id)
+    job = jobs.job_for_download(device, job_id)
     etag = f'"{job.sha256}"'
     if request.headers.get("If-None-Match") == etag:
         return HttpResponse(status=304, headers={"ETag": etag})
@@ -88,10 +63,7 @@ def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpRespons
 def command_result(request: HttpRequest, device: Device, command_id: str) -> HttpResponse:
     """The device reports how a command ended: ``{status: DONE|FAILED, result}``."""
     body = read_json_object(request)
-    status = body.get("status")
-    if status not in ("DONE", "FAILED"):
-        raise invalid("status", "must be DONE or FAILED")
-    command = api.record_command_result(device, command_id, status, body.get("result"))
+    command = commands.record_result(device, command_id, body.get("status"), body.get("result"))
     return json_response(command_object(command))
 
 
@@ -100,8 +72,6 @@ def printers(request: HttpRequest, device: Device) -> HttpResponse:
     """Replace the device's printers with the full list in the body."""
     body = read_json_value(request)
     if isinstance(body, dict) and "printers" in body:
-        body = body["printers"]
-    if not isinstance(body, list):
-        raise invalid("printers", "must be a list of printers")
-    saved = api.replace_printers(device, body)
+        body = body["printers"]  # {"printers": [...]} or the bare list
+    saved = devices.replace_printers(device, body)
     return json_response({"printers": [printer_object(p) for p in saved]})

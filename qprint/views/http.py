@@ -1,11 +1,11 @@
 """The HTTP plumbing shared by the device and application APIs.
 
 Every answer of the two APIs is JSON, errors included: ``{"error": code, "message": ...}`` with
-the status the SPEC names. Both APIs authenticate with a bearer secret, never a session, so the
+the status docs/API.md names. Both APIs authenticate with a bearer secret, never a session, so the
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
 credentials and map :class:`qprint.errors.QPrintError` to its JSON answer. The views hold no
-business rule: that lives in ``qprint.api``, ``qprint.claim`` and ``qprint.events``.
+business rule: that lives in the domain (``qprint.domain``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import credentials
+from qprint.domain import credentials
 from qprint.errors import Disabled, QPrintError
 
 logger = logging.getLogger("qprint.http")

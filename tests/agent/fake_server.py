@@ -1,9 +1,9 @@
 """A small in-process qprint server for protocol-level tests of the agent.
 
-It speaks the device side of SPEC 3.4/3.6 on one port (HTTP API and socket, like a node), keeps
-its state in plain dicts, and lets a test script it: queue jobs, change control, send frames,
-close sockets with a code, refuse tokens, fail requests. It proves the agent's behaviour against
-the contract; the real server is exercised by the end-to-end tests.
+It speaks the device side of docs/API.md and docs/PROTOCOL.md on one port (HTTP API and
+socket, like a node), keeps its state in plain dicts, and lets a test script it: queue jobs,
+change control, send frames, close sockets with a code, refuse tokens, fail requests. It proves
+the agent's behaviour against the protocol; the real server is exercised by the end-to-end tests.
 """
 
 import asyncio

@@ -15,8 +15,8 @@ import time
 
 import pytest
 
-from qprint.claim import claim_next_job
-from qprint.events import record_device_event
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
 from qprint.models import PrintJob
 from tests.qprint.domain import connect, event, make_device, run_concurrently, submit
 

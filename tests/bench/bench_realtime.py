@@ -28,7 +28,8 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db import connection
 
-from qprint import api, credentials
+from qprint import api
+from qprint.domain import credentials
 from qprint.models import Device, PrintDocument, PrintJob
 from tests.processes import RedisServer
 from tests.realtime.cluster import Node, RealDevice, database_url_of, node_env

@@ -146,7 +146,7 @@ def skewed_clock_env(offset: str) -> dict[str, str]:
     """Environment that moves the wall clock of a process by ``offset`` (e.g. ``+5m``).
 
     The monotonic clock moves by the same constant offset, which changes no interval; only the
-    node's idea of "now" is wrong, which is what the database-clock rule of the SPEC is about.
+    node's idea of "now" is wrong, which is what the database-clock rule (docs/CLUSTER.md) is about.
     (``FAKETIME_DONT_FAKE_MONOTONIC=1`` would be closer, but then Python's ``time.sleep`` fails
     with EINVAL under libfaketime 0.9.10.)
     """

@@ -1,7 +1,8 @@
 """``cluster_runtime`` as real processes on PostgreSQL: loss, sweeper hand-over, drain, stop.
 
 heartbeat_seconds=1 and lost_after_seconds=3 keep each test within seconds. Waits are for
-conditions with deadlines; the time bounds the SPEC promises are checked on database timestamps.
+conditions with deadlines; the time bounds docs/CLUSTER.md promises are checked on database
+timestamps.
 """
 
 import os

@@ -7,9 +7,10 @@ A module that wants the wakeups recorded declares its own fixture on top of
 import uuid
 from datetime import UTC, datetime
 
-from qprint import api, wakeups
+from qprint import api
+from qprint.domain import wakeups
+from qprint.domain.wakeups import RecordingPublisher
 from qprint.models import PrintJob
-from qprint.wakeups import RecordingPublisher
 from tests.qprint.factories import connect, make_device  # noqa: F401  (re-exported)
 
 PDF = b"%PDF-1.4\n% a test document\n"

@@ -13,7 +13,7 @@ from datetime import timedelta
 from django.db.models import F
 from django.db.models.functions import Now
 
-from qprint import credentials
+from qprint.domain import credentials
 from qprint.models import ApplicationKey, Device
 
 

@@ -9,7 +9,8 @@ from django.db.models.functions import Now
 from django.db.models.signals import pre_save
 from django.urls import reverse
 
-from qprint import api, credentials
+from qprint import api
+from qprint.domain import credentials
 from qprint.models import ApplicationKey, Device, PrintJob
 from tests.qprint.factories import connect, make_device
 
@@ -62,9 +63,9 @@ def test_online_is_judged_on_the_database_clock(admin_client):
     page = admin_client.get(DEVICES)
     assert page.status_code == 200
     rows = {d.name: d for d in page.context["cl"].result_list}
-    assert rows["live"].is_online is True
-    assert rows["stale"].is_online is False
-    assert rows["never"].is_online is False
+    assert rows["live"].connection_live is True
+    assert rows["stale"].connection_live is False
+    assert rows["never"].connection_live is False
     assert b"node-a" in page.content
     assert b"node-b" not in page.content
 
@@ -287,4 +288,4 @@ def test_queue_depth_counts_the_devices_queued_jobs(admin_client):
     done, _ = api.submit_job("acme", busy, b"x", "text/plain")
     api.cancel_job(done)
     rows = {d.name: d for d in admin_client.get(DEVICES).context["cl"].result_list}
-    assert (rows["busy"].queued_jobs, rows["idle"].queued_jobs) == (3, 0)
+    assert (rows["busy"].queue_depth, rows["idle"].queue_depth) == (3, 0)

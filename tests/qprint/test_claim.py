@@ -8,11 +8,12 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from qprint import api
-from qprint.claim import claim_next_job
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import JobStatus
 from qprint.errors import Disabled, GateClosed
-from qprint.events import record_device_event
 from qprint.models import Device, PrintJob, PrintJobEvent
-from qprint.states import JobStatus
+from qprint.serializers import assignment_body
 from tests.qprint.domain import connect, event, make_device, submit
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +47,7 @@ def test_claim_hands_out_the_job_and_records_who_claimed_it(device):
         ("QUEUED", "SERVER"),
         ("CLAIMED", "SERVER"),
     ]
-    body = assignment.as_dict()
+    body = assignment_body(assignment)
     assert body["job_id"] == str(job.pk) and body["claim_id"] == str(job.claim_id)
 
 

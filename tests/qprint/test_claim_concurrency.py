@@ -1,12 +1,13 @@
-"""SPEC 3.3 rules 1 and 3 on PostgreSQL with real concurrency: claims race through two service
-instances (threads with their own connections, each half naming a different node)."""
+"""The delivery guarantee's rules 1 and 3 (docs/JOBS.md) on PostgreSQL with real concurrency:
+claims race through two service instances (threads with their own connections, each half naming
+a different node)."""
 
 import pytest
 
-from qprint.claim import claim_next_job
-from qprint.events import record_device_event
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import JobStatus
 from qprint.models import PrintJob, PrintJobEvent
-from qprint.states import JobStatus
 from tests.qprint.domain import connect, event, make_device, run_concurrently, submit, values
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

@@ -4,10 +4,10 @@
 import pytest
 from django.db import connection
 
-from qprint.claim import claim_next_job
-from qprint.events import record_device_event
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import JobStatus
 from qprint.models import PrintJob, PrintJobEvent
-from qprint.states import JobStatus
 from tests.qprint.domain import connect, event, make_device, run_concurrently, submit, values
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -5,7 +5,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from qprint import credentials
+from qprint.domain import credentials
 from qprint.models import ApplicationKey, Device, PrintJob
 from tests.qprint.domain import make_device
 

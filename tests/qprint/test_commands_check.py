@@ -56,3 +56,17 @@ def test_qprint_must_be_a_dict():
 def test_a_document_backend_that_cannot_be_imported_is_named():
     assert ids(DOCUMENT_BACKEND="qprint.documents.Nowhere") == ["qprint.E005"]
     assert ids(DOCUMENT_BACKEND="qprint.documents.StorageDocuments") == []
+
+
+def test_qprint_without_qcluster_starts_and_check_names_what_is_missing(settings):
+    from django.apps import apps
+
+    from qprint.checks import check_qcluster_installed
+
+    assert check_qcluster_installed() == []
+    without = [app for app in settings.INSTALLED_APPS if app != "qcluster"]
+    with override_settings(INSTALLED_APPS=without):
+        assert not apps.is_installed("qcluster")
+        messages = check_qcluster_installed()
+    assert [m.id for m in messages] == ["qprint.E006"]
+    assert "INSTALLED_APPS" in messages[0].msg

@@ -1,4 +1,4 @@
-"""Device events: validated, recorded once per event id, forward only, with the SPEC's refusals."""
+"""Device events: validated, recorded once per event id, forward only, refused as in docs/API.md."""
 
 import itertools
 import uuid
@@ -6,12 +6,12 @@ import uuid
 import pytest
 
 from qprint import api
-from qprint.claim import claim_next_job
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import RANK, JobStatus, is_final
 from qprint.errors import EventRejected, Invalid, NotFound
-from qprint.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
 from qprint.signals import job_finished
-from qprint.states import RANK, JobStatus, is_final
 from tests.qprint.domain import connect, event, make_device, recording_wakeups, submit
 
 pytestmark = pytest.mark.django_db

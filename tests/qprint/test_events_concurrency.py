@@ -1,13 +1,14 @@
-"""SPEC 3.3 rule 2 on PostgreSQL with real concurrency: one event delivered six times at once."""
+"""The delivery guarantee's rule 2 (docs/JOBS.md) on PostgreSQL with real concurrency: one event
+delivered six times at once."""
 
 import uuid
 
 import pytest
 
-from qprint.claim import claim_next_job
-from qprint.events import record_device_event
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import JobStatus
 from qprint.models import PrintJob, PrintJobEvent
-from qprint.states import JobStatus
 from tests.qprint.domain import connect, event, make_device, run_concurrently, submit, values
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]

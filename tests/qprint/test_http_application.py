@@ -9,8 +9,8 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
+from qprint.domain.wakeups import RecordingPublisher, set_publisher
 from qprint.models import Device, DeviceCommand, PrintJob
-from qprint.wakeups import RecordingPublisher, set_publisher
 from tests.qprint.factories import connect, make_device, make_key
 
 PDF = b"%PDF-1.4\n%%EOF\n"

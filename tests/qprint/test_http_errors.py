@@ -1,4 +1,4 @@
-"""Every error code of the device and application HTTP APIs (SPEC 3.4, 3.5), produced by a
+"""Every error code of the device and application HTTP APIs (docs/API.md), produced by a
 request that should produce it, answered as JSON ``{"error": code, "message": ...}``."""
 
 import base64
@@ -469,7 +469,7 @@ def test_database_failure_is_503_json_never_401(client, monkeypatch):
     """An agent treats 401/403 as "ask a person"; a database outage must read as "retry"."""
     from django.db import OperationalError
 
-    from qprint import credentials
+    from qprint.domain import credentials
 
     def unreachable(token):
         raise OperationalError("connection refused")

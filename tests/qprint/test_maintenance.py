@@ -6,12 +6,12 @@ import pytest
 from django.db.models.functions import Now
 
 from qcluster import tasks
-from qprint import maintenance
-from qprint.claim import claim_next_job
-from qprint.events import record_device_event
+from qprint.domain import commands, maintenance
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import JobStatus
 from qprint.models import PrintDocument, PrintJob, PrintJobEvent
 from qprint.signals import job_finished
-from qprint.states import JobStatus
 from tests.qprint.domain import connect, event, make_device, recording_wakeups, submit
 
 pytestmark = pytest.mark.django_db
@@ -122,7 +122,7 @@ def test_unfinished_commands_expire_after_the_job_ttl(device):
     DeviceCommand.objects.filter(pk__in=[old.pk, done.pk]).update(
         created_at=Now() - timedelta(seconds=86401)
     )
-    assert maintenance.expire_commands() == 1
+    assert commands.expire_commands() == 1
     statuses = dict(DeviceCommand.objects.values_list("pk", "status"))
     assert statuses == {old.pk: "EXPIRED", fresh.pk: "PENDING", done.pk: "DONE"}
     late = api.record_command_result(device, old.pk, "DONE", {})

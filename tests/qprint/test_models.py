@@ -7,8 +7,8 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 
+from qprint.domain.states import JobStatus
 from qprint.models import Device, PrintJob, PrintJobEvent
-from qprint.states import JobStatus
 from tests.qprint.domain import PDF, make_device, submit
 
 pytestmark = pytest.mark.django_db

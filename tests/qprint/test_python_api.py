@@ -4,11 +4,11 @@ import pytest
 from django.test import override_settings
 
 from qprint import api
-from qprint.claim import claim_next_job
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.domain.states import JobStatus
 from qprint.errors import Conflict, DocumentTooLarge, Invalid, NotFound, UnsupportedContentType
-from qprint.events import record_device_event
 from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob, PrintJobEvent
-from qprint.states import JobStatus
 from tests.qprint.domain import PDF, connect, event, make_device, recording_wakeups, submit
 
 pytestmark = pytest.mark.django_db
@@ -262,7 +262,7 @@ def test_device_summary_reports_online_ready_paused_node_and_queue_depth(device)
         "node-test",
     )
     assert summary.queue_depth == 2
-    assert [p["name"] for p in summary.printers] == ["Laser"]
+    assert [p.name for p in summary.printers] == ["Laser"]
     Device.objects.filter(pk=device.pk).update(connection_id=None)
     offline = api.list_devices("acme")[0]
     assert (offline.online, offline.ready, offline.node) == (False, False, "")
@@ -279,7 +279,7 @@ def test_get_job_is_scoped_to_the_tenant(device):
 
 
 def test_credentials_rotate_disable_and_revoke(device):
-    from qprint import credentials
+    from qprint.domain import credentials
 
     new_device, token = api.create_device("acme", "kiosk")
     assert credentials.device_for_token(token).pk == new_device.pk
@@ -300,7 +300,7 @@ def test_a_key_records_its_last_use_without_a_write_per_request():
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from qprint import credentials
+    from qprint.domain import credentials
 
     key, secret = api.create_application_key("acme", "backend")
     assert key.last_used_at is None

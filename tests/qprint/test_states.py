@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from qprint.states import FINAL, RANK, JobStatus, can_move, is_final
+from qprint.domain.states import FINAL, RANK, JobStatus, can_move, is_final
 
 ALL = list(JobStatus)
 

@@ -11,8 +11,9 @@ import pytest
 from channels.db import database_sync_to_async
 from channels.testing import WebsocketCommunicator
 
-from qprint import api, bus, drain, socket_db
+from qprint import api
 from qprint.models import Device
+from qprint.realtime import bus, drain, socket_db
 from qprint.routing import websocket_urlpatterns
 
 SOCKET_PATH = "/qprint/ws/device/"

@@ -8,12 +8,18 @@ from __future__ import annotations
 
 import json
 import uuid
+from datetime import timedelta
 
 import pytest
 from django.db import OperationalError
+from django.db.models.functions import Now
 
-from qprint import api, bus, connection, consumers, credentials, drain, socket_db, wakeups
-from qprint.models import CommandStatus, DeviceCommand, DevicePrinter
+from qprint import api
+from qprint.domain import connection, credentials, wakeups
+from qprint.domain.claim import claim_next_job
+from qprint.errors import GateClosed
+from qprint.models import CommandStatus, Device, DeviceCommand, DevicePrinter
+from qprint.realtime import bus, consumer, drain, socket_db
 from tests.realtime.conftest import adb, row
 
 
@@ -63,7 +69,7 @@ async def test_database_error_at_upgrade_fails_handshake_not_403(
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(credentials, "device_for_token", broken)
-    with pytest.raises(consumers.UpgradeFailed, match="unavailable"):
+    with pytest.raises(consumer.UpgradeFailed, match="unavailable"):
         await sockets(token).connect(timeout=0.5)
 
 
@@ -129,6 +135,20 @@ async def wait_ready(device_id: int) -> None:
     await adb(lambda: wait_until(lambda: row(device_id).connection_ready, 5, message="ready"))
 
 
+async def wait_idle(s, device_id: int) -> None:
+    """Wait until the socket has handled everything sent so far: it handles one message at a
+    time, so once the rows of a ``printers`` frame sent last exist, the frames before it (and
+    the statements they led to) are done."""
+    from tests.processes import wait_until
+
+    await s.send({"type": "printers", "printers": [{"name": "idle-marker"}]})
+    await adb(
+        lambda: wait_until(
+            lambda: DevicePrinter.objects.filter(device_id=device_id).exists(), 5, message="idle"
+        )
+    )
+
+
 async def test_idle_ping_sends_nothing_and_renews_lease(device_and_token, sockets):
     device, token = device_and_token
     s = sockets(token)
@@ -147,7 +167,7 @@ async def test_ping_is_one_statement(device_and_token, sockets, monkeypatch):
     device, token = device_and_token
     s = sockets(token)
     await s.hello_and_ready()
-    await wait_ready(device.pk)
+    await wait_idle(s, device.pk)
     statements: list[str] = []
 
     def observe(execute, sql, params, many, context):
@@ -320,6 +340,30 @@ async def test_lost_wakeup_is_found_by_next_ping(device_and_token, sockets, monk
         wakeups.set_publisher(previous)
 
 
+async def test_no_wake_while_a_claim_would_be_refused_for_an_expired_lease(
+    device_and_token, sockets
+):
+    """The socket decides ``wake`` with the claim's own gate: a lease that lapsed (the row's
+    clock, not the socket's) sends no wake, and the claim refuses ``not_connected``."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(
+        lambda: Device.objects.filter(pk=device.pk).update(
+            connection_lease_expires_at=Now() - timedelta(seconds=1)
+        )
+    )
+    await adb(submit, device)  # wakes the socket: it reads the row, finds the job, no live lease
+    with pytest.raises(GateClosed) as refused:
+        await adb(claim_next_job, device.pk)
+    assert refused.value.code == "not_connected"
+    await adb(api.update_settings, device.pk, {"tray": 2})
+    # The settings frame is the next frame: no wake was sent for either read of the row.
+    assert await s.receive() == {"type": "settings", "revision": 2, "values": {"tray": 2}}
+    assert await s.nothing(0.3)
+
+
 async def test_pause_sends_control_and_closes_gate(device_and_token, sockets):
     device, token = device_and_token
     s = sockets(token)
@@ -455,11 +499,13 @@ async def test_draining_node_closes_sockets_4003_and_refuses_new(
     s = sockets(token)
     await s.hello_and_ready()
     status = {"value": "UP"}
-    monkeypatch.setattr(drain, "_status_reader", lambda: lambda node: status["value"])
+    monkeypatch.setattr(
+        drain.cluster, "node_is_draining", lambda node: status["value"] in ("DRAINING", "STOPPED")
+    )
     status["value"] = "DRAINING"
     await drain.current().check()
     assert await s.receive_close() == 4003
-    with pytest.raises(consumers.UpgradeFailed, match="draining"):
+    with pytest.raises(consumer.UpgradeFailed, match="draining"):
         await sockets(token).connect(timeout=0.5)
     status["value"] = "UP"
     await drain.current().check()

@@ -9,8 +9,10 @@ import uuid
 import pytest
 from channels.db import database_sync_to_async
 
-from qprint import api, connection, metrics, publisher
-from qprint.publisher import ChannelLayerPublisher
+from qprint import api, metrics
+from qprint.domain import connection
+from qprint.realtime import publisher
+from qprint.realtime.publisher import ChannelLayerPublisher
 
 
 class FailingLayer:
@@ -63,7 +65,7 @@ def test_connections_gauge_counts_live_rows_of_the_node(transactional_db):
 
     assert connection.live_connections_of_node("node-x") == 1
     # What qprint registers at start-up (other tests may have replaced the gauge since).
-    apps.get_app_config("qprint")._install_realtime()
+    apps.get_app_config("qprint")._register_with_cluster()
     assert gauges.read("connections", "node-x") == 1
     assert gauges.read("connections", "node-y") == 1
 
@@ -87,7 +89,7 @@ async def test_short_lived_process_sends_its_wakeup_before_it_exits(
     waits for the publisher, so the device is woken now, not at its next heartbeat."""
     from channels_redis.pubsub import RedisPubSubChannelLayer
 
-    from qprint import bus
+    from qprint.realtime import bus
     from tests.processes import manage
 
     device, _ = await database_sync_to_async(api.create_device)("acme", "desk-exit")

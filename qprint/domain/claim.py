@@ -1,4 +1,4 @@
-"""The claim: how a device is handed its next job (SPEC 3.3 rules 1 and 3).
+"""The claim: how a device is handed its next job (docs/JOBS.md, "Delivery guarantee", 1 and 3).
 
 Invariant: a job is handed out by exactly one QUEUED -> CLAIMED transition, and a device holds at
 most one CLAIMED job. Every later claim by that device, on any node, replays the same assignment
@@ -10,10 +10,12 @@ How it holds, in one transaction per claim:
 1. The device row is locked (``SELECT ... FOR NO KEY UPDATE``): claims of one device are
    serialised across every node. (``NO KEY``: inserting a job or an event only takes a key-share
    lock on the device row, so submissions and event recording never queue behind a claim, and a
-   claim never deadlocks with a transaction holding a job row.) The gate is evaluated from that
-   locked row, on the database clock (``connection_lease_expires_at > now()`` computed in SQL).
+   claim never deadlocks with a transaction holding a job row.) The gate
+   (:func:`qprint.domain.gate.refusal`) is evaluated from that locked row, the lease judged on the
+   database clock (``Device.objects.with_liveness()``).
 2. If the device already has a CLAIMED job, that job's assignment is answered again (the replay).
-3. Else the next QUEUED, unexpired job (priority desc, oldest first) moves to CLAIMED with an
+3. Else the next claimable job (``PrintJob.objects.claimable()``: QUEUED, unexpired, priority
+   desc, oldest first) moves to CLAIMED with an
    UPDATE guarded by ``status = 'QUEUED'``; a rowcount of 0 (a cancel or expiry won the job) moves
    on to the next candidate. The partial unique constraint ``qprint_job_one_claimed_per_device``
    backs the "one CLAIMED job per device" rule in the schema itself.
@@ -25,19 +27,19 @@ serialise writers at BEGIN (``FOR UPDATE`` is a no-op there). Nothing else write
 
 import logging
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import transaction
-from django.db.models import BooleanField, ExpressionWrapper, F, Q
+from django.db.models import F
 from django.db.models.functions import Now
 
-from qcluster import identity
-from qprint import events
-from qprint.errors import Disabled, GateClosed, NotFound
+from qprint import cluster
+from qprint.domain import events, gate
+from qprint.domain.states import JobStatus
+from qprint.errors import NotFound
 from qprint.models import Device, PrintJob
-from qprint.states import JobStatus
 
 logger = logging.getLogger("qprint.claim")
 
@@ -47,8 +49,8 @@ _MAX_CANDIDATES = 10
 
 @dataclass(frozen=True)
 class Assignment:
-    """What a device is told to print: the SPEC's assignment body, minus ``document_url``
-    (the HTTP layer builds that URL)."""
+    """What a device is told to print: the assignment body of docs/API.md minus
+    ``document_url`` (``qprint.serializers.assignment_object`` adds it)."""
 
     job_id: uuid.UUID
     claim_id: uuid.UUID
@@ -60,14 +62,6 @@ class Assignment:
     options: dict[str, Any]
     priority: int
     created_at: datetime
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready form (ids and times as strings)."""
-        data = asdict(self)
-        data["job_id"] = str(self.job_id)
-        data["claim_id"] = str(self.claim_id)
-        data["created_at"] = self.created_at.isoformat()
-        return data
 
     @classmethod
     def of(cls, job: PrintJob) -> "Assignment":
@@ -110,10 +104,10 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
     ``stale_control``, ``stale_settings`` or ``paused`` when the device may not claim now.
     ``node`` is recorded as ``claim_node`` (default: this node's id).
     """
-    node = node or identity.node_id()
+    node = node or cluster.node_id()
     with transaction.atomic():
         device = _lock_device(device_id)
-        check_gate(device)
+        gate.check(device)
 
         held = (
             PrintJob.objects.filter(device_id=device_id, status=JobStatus.CLAIMED)
@@ -128,9 +122,8 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
 
         for _attempt in range(_MAX_CANDIDATES):
             candidate = (
-                PrintJob.objects.filter(device_id=device_id, status=JobStatus.QUEUED)
-                .filter(Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
-                .order_by("-priority", "created_at")
+                PrintJob.objects.filter(device_id=device_id)
+                .claimable()
                 .only(*_ASSIGNMENT_FIELDS)
                 .first()
             )
@@ -165,12 +158,7 @@ def _lock_device(device_id: int) -> Device:
     """The device row, locked for this transaction, with the lease judged on the database clock."""
     device = (
         Device.objects.select_for_update(of=("self",), no_key=True)
-        .annotate(
-            connection_live=ExpressionWrapper(
-                Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now()),
-                output_field=BooleanField(),
-            )
-        )
+        .with_liveness()
         .only(
             "id",
             "tenant",
@@ -190,28 +178,3 @@ def _lock_device(device_id: int) -> Device:
     if device is None:
         raise NotFound("unknown_device", "No such device.")
     return device
-
-
-def check_gate(device: Device) -> None:
-    """Raise when ``device`` may not claim. ``device`` must carry the ``connection_live``
-    annotation (the lease judged in SQL on the database clock), as :func:`_lock_device` adds."""
-    if not device.enabled:
-        raise Disabled()
-    if not device.connection_live:
-        raise GateClosed("not_connected", "The device has no live connection.")
-    if not device.connection_ready:
-        raise GateClosed("not_ready", "The device's connection has not reported its state yet.")
-    if device.control_applied_revision != device.control_revision:
-        raise GateClosed(
-            "stale_control",
-            f"The device applied control revision {device.control_applied_revision}, "
-            f"current is {device.control_revision}.",
-        )
-    if device.settings_applied_revision != device.settings_revision:
-        raise GateClosed(
-            "stale_settings",
-            f"The device applied settings revision {device.settings_applied_revision}, "
-            f"current is {device.settings_revision}.",
-        )
-    if device.paused:
-        raise GateClosed("paused", "The device is paused.")

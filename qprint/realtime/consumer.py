@@ -1,13 +1,16 @@
-"""The device socket, wire v1 (SPEC 3.6): a thin transport over the connection record.
+"""The device socket's driver: Channels in, :class:`~qprint.realtime.session.DeviceSession` out.
 
-It parses frames, authenticates the upgrade, and maps the answers of ``qprint.connection`` (the
-row) to frames and close codes; it holds no business rule. Each socket handles one message at a
-time from two sources: the client (``websocket.*``) and its own queue, fed by this process's
-:mod:`qprint.bus` (``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the drain
-(``qprint.drain``) and its heartbeat timer (``qprint.heartbeat_check``).
+The consumer authenticates the upgrade, reads frames and messages, runs the statements the session
+asks for and writes what it answers; every decision of the protocol (what to send, when, which
+close code) is the session's. Each socket handles one message at a time from two sources: the
+client (``websocket.*``) and its own queue, fed by this process's :mod:`qprint.realtime.bus`
+(``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the drain (``qprint.drain``) and its
+heartbeat timer (``qprint.heartbeat_check``). A message of any other type is an error, as in
+Channels' own dispatch.
 
-Database work runs on the socket path's own threads (:mod:`qprint.socket_db`); the consumer never
-touches Channels' shared sync thread (it does not call ``aclose_old_connections`` per message).
+Database work runs on the socket path's own threads (:mod:`qprint.realtime.socket_db`); the
+consumer never touches Channels' shared sync thread (it does not call ``aclose_old_connections``
+per message).
 """
 
 from __future__ import annotations
@@ -23,31 +26,26 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 
-from qcluster import identity
-from qprint import api, bus, command_delivery, connection, credentials, drain, socket_db
+from qprint import cluster
 from qprint.conf import qprint_settings
+from qprint.domain import commands, connection, credentials, devices
 from qprint.errors import Invalid
+from qprint.realtime import bus, drain, socket_db
+from qprint.realtime.session import (
+    CLOSE_SERVER_ERROR,
+    SUBPROTOCOL,
+    Close,
+    DeviceSession,
+    Plan,
+    ProtocolError,
+    encode,
+)
 
 logger = logging.getLogger("qprint.socket")
-
-SUBPROTOCOL = "qprint.v1"
-
-CLOSE_REPLACED = 4000
-CLOSE_DISABLED = 4001
-CLOSE_DRAINING = 4003
-CLOSE_PROTOCOL_ERROR = 4400
-CLOSE_HEARTBEAT_MISSED = 4408
-CLOSE_SERVER_ERROR = 1011
-
-CLIENT_FRAMES = frozenset({"state", "ping", "printers"})
 
 
 class UpgradeFailed(Exception):
     """Raised before accept: the server (Daphne) then fails the handshake with 500, never 403."""
-
-
-class ProtocolError(Exception):
-    """A frame the device must not send: close 4400, change nothing."""
 
 
 def _bearer(scope: dict[str, Any]) -> str:
@@ -60,13 +58,6 @@ def _bearer(scope: dict[str, Any]) -> str:
     return ""
 
 
-def _revision(frame: dict[str, Any], name: str) -> int:
-    value = frame.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProtocolError(f"{name} must be a non-negative integer")
-    return value
-
-
 class DeviceConsumer(AsyncConsumer):
     """One device socket. Lives from the upgrade to the close; the row outlives it."""
 
@@ -77,16 +68,12 @@ class DeviceConsumer(AsyncConsumer):
         self.device_id: int = 0
         self.connection_id = uuid.uuid4()
         self.heartbeat = float(qprint_settings.HEARTBEAT_SECONDS)
-        self.node = identity.node_id()
+        self.node = cluster.node_id()
+        self.session: DeviceSession | None = None
         self.accepted = False
         self.attached = False
         self.holds_row = False
         self.closing = False
-        self.ready = False
-        self.sent_control: tuple[int, bool] = (0, False)
-        self.sent_settings_revision = 0
-        self.woken_claim: str | None = None
-        self.last_frame_at = time.monotonic()
         self._timer: asyncio.TimerHandle | None = None
         self._bus: bus.DeviceBus | None = None
         try:
@@ -99,8 +86,11 @@ class DeviceConsumer(AsyncConsumer):
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Unlike AsyncConsumer.dispatch: no aclose_old_connections() on the shared sync thread.
         handler = getattr(self, get_handler_name(message), None)
-        if handler is not None and not (self.closing and message["type"].startswith("qprint.")):
-            await handler(message)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']!r}")
+        if self.closing and message["type"].startswith("qprint."):
+            return  # the socket is closing: nothing more to tell the device
+        await handler(message)
 
     def deliver(self, message: dict[str, Any]) -> None:
         """Queue a message from the bus, the drain or the timer (called on the socket's loop)."""
@@ -126,7 +116,6 @@ class DeviceConsumer(AsyncConsumer):
             await self._refuse(403, "disabled", "The device is disabled.")
         self.device_id = device.pk
         self.tenant = device.tenant
-        self.token_hash = device.token_hash
         try:
             taken = await socket_db.run(
                 connection.take, device.pk, self.connection_id, self.node, self.heartbeat
@@ -136,26 +125,21 @@ class DeviceConsumer(AsyncConsumer):
         except Exception as exc:
             await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
         self.holds_row = True
+        self.session = DeviceSession(
+            device_id=device.pk,
+            token_hash=device.token_hash,
+            connection_id=self.connection_id,
+            node=self.node,
+            heartbeat_seconds=self.heartbeat,
+            max_frame_bytes=int(qprint_settings.MAX_FRAME_BYTES),
+        )
         await self.send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         self.accepted = True
-        self.sent_control = (taken.control_revision, taken.paused)
-        self.sent_settings_revision = taken.settings_revision
-        await self._send_frame(
-            {
-                "type": "hello",
-                "connection_id": str(self.connection_id),
-                "node": self.node,
-                "heartbeat_seconds": int(self.heartbeat)
-                if self.heartbeat == int(self.heartbeat)
-                else self.heartbeat,
-                "control": {"revision": taken.control_revision, "paused": taken.paused},
-                "settings": {"revision": taken.settings_revision, "values": taken.settings},
-            }
-        )
+        await self._send_frame(self.session.hello(taken, time.monotonic()))
         self._bus = bus.current()
         self._bus.attach(self)
         self.attached = True
-        self._arm_timer(self.heartbeat * connection.LEASE_HEARTBEATS)
+        self._arm_timer(self.session.silence_limit)
         logger.info(
             "socket_open device=%s tenant=%s connection=%s node=%s",
             self.device_id,
@@ -194,41 +178,21 @@ class DeviceConsumer(AsyncConsumer):
     # -- frames from the device ------------------------------------------------------------------
 
     async def websocket_receive(self, message: dict[str, Any]) -> None:
-        self.last_frame_at = time.monotonic()
+        session = self.session
         try:
-            frame = self._parse(message)
+            frame = session.receive(message.get("text"), time.monotonic())
             handler = getattr(self, f"frame_{frame['type']}")
             await handler(frame)
         except ProtocolError as exc:
-            await self._send_frame({"type": "error", "code": "protocol_error", "message": str(exc)})
-            await self._close(CLOSE_PROTOCOL_ERROR, reason=f"protocol_error {exc}")
+            frame, close = session.protocol_error(exc)
+            await self._send_frame(frame)
+            await self._close(close)
         except connection.Replaced:
-            await self._close(CLOSE_REPLACED, reason="replaced", clear=False)
-
-    def _parse(self, message: dict[str, Any]) -> dict[str, Any]:
-        text = message.get("text")
-        if text is None:
-            raise ProtocolError("frames are JSON text")
-        if len(text.encode("utf-8")) > int(qprint_settings.MAX_FRAME_BYTES):
-            raise ProtocolError(f"frame larger than {qprint_settings.MAX_FRAME_BYTES} bytes")
-        try:
-            frame = json.loads(text)
-        except ValueError as exc:
-            raise ProtocolError("frame is not JSON") from exc
-        if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
-            raise ProtocolError('a frame is an object with a "type"')
-        if frame["type"] not in CLIENT_FRAMES:
-            raise ProtocolError(f"unknown frame type {frame['type']!r}")
-        if not self.ready and frame["type"] != "state":
-            raise ProtocolError("the first frame must be state")
-        return frame
+            await self._close(session.row_taken())
 
     async def frame_state(self, frame: dict[str, Any]) -> None:
-        control = _revision(frame, "control_revision")
-        settings = _revision(frame, "settings_revision")
-        if control > self.sent_control[0] or settings > self.sent_settings_revision:
-            raise ProtocolError("applied revisions above those the server sent")
-        first = not self.ready
+        control, settings = self.session.applied_revisions(frame)
+        first = not self.session.ready
         try:
             state = await socket_db.run(
                 connection.mark_ready,
@@ -242,11 +206,10 @@ class DeviceConsumer(AsyncConsumer):
             raise
         except Exception as exc:  # not recorded: the device reconnects and reports again
             logger.warning("socket_state_failed device=%s error=%r", self.device_id, exc)
-            await self._close(CLOSE_SERVER_ERROR, reason="database_error")
-        self.ready = True
+            await self._close(Close(CLOSE_SERVER_ERROR, "database_error"))
         if first:
             logger.info("socket_ready device=%s connection=%s", self.device_id, self.connection_id)
-        await self._tell(state, wake=True, redeliver_commands=first)
+        await self._carry_out(self.session.marked_ready(state))
 
     async def frame_ping(self, frame: dict[str, Any]) -> None:
         try:
@@ -258,106 +221,77 @@ class DeviceConsumer(AsyncConsumer):
         except Exception as exc:  # the lease runs on; the next ping tries again
             logger.warning("socket_ping_failed device=%s error=%r", self.device_id, exc)
             return
-        await self._tell(state, wake=False)
+        await self._carry_out(self.session.pinged(state))
 
     async def frame_printers(self, frame: dict[str, Any]) -> None:
-        printers = frame.get("printers")
-        if not isinstance(printers, list) or not all(
-            isinstance(p, dict) and isinstance(p.get("name"), str) and p["name"] for p in printers
-        ):
-            raise ProtocolError("printers must be a list of objects with a name")
         try:
-            await socket_db.run(api.replace_printers, self.device_id, printers)
+            await socket_db.run(
+                devices.replace_printers, self.device_id, self.session.printers(frame)
+            )
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
 
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        await self._reconcile(wake=True)
+        await self._reconcile()
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
-        await self._reconcile(wake=True)
+        await self._reconcile()
 
     async def qprint_replaced(self, message: dict[str, Any]) -> None:
-        if message.get("connection_id") != str(self.connection_id):
-            await self._close(CLOSE_REPLACED, reason="replaced", clear=False)
+        close = self.session.replaced(message)
+        if close is not None:
+            await self._close(close)
 
     async def qprint_drain(self, message: dict[str, Any]) -> None:
-        await self._close(CLOSE_DRAINING, reason="node_draining")
+        await self._close(self.session.draining())
 
     async def qprint_heartbeat_check(self, message: dict[str, Any]) -> None:
-        limit = self.heartbeat * connection.LEASE_HEARTBEATS
-        silent = time.monotonic() - self.last_frame_at
-        if silent >= limit:
-            reason = f"heartbeat_missed silent={silent:.1f}"
-            await self._close(CLOSE_HEARTBEAT_MISSED, reason=reason)
+        answer = self.session.heartbeat_check(time.monotonic())
+        if isinstance(answer, Close):
+            await self._close(answer)
         else:
-            self._arm_timer(limit - silent)
+            self._arm_timer(answer)
 
-    async def _reconcile(self, *, wake: bool) -> None:
+    async def _reconcile(self) -> None:
         try:
             state = await socket_db.run(connection.read, self.device_id, self.connection_id)
         except connection.Replaced:
-            await self._close(CLOSE_REPLACED, reason="replaced", clear=False)
+            await self._close(self.session.row_taken())
             return
         except Exception as exc:  # the heartbeat will try again
             logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
             return
-        await self._tell(state, wake=wake)
+        await self._carry_out(self.session.reconciled(state))
 
-    # -- telling the device what the row says ------------------------------------------------------
+    # -- carrying out the session's answers -------------------------------------------------------
 
-    async def _tell(
-        self, state: connection.DeviceState, *, wake: bool, redeliver_commands: bool = False
-    ) -> None:
-        """Send what the row says that this socket has not told the device yet."""
-        if not state.enabled or state.token_hash != self.token_hash:
-            await self._close(CLOSE_DISABLED, reason="disabled_or_revoked")
-            return
-        control = (state.control_revision, state.paused)
-        if control != self.sent_control and state.control_revision >= self.sent_control[0]:
-            self.sent_control = control
-            await self._send_frame(
-                {"type": "control", "revision": state.control_revision, "paused": state.paused}
-            )
-        if state.settings_revision > self.sent_settings_revision:
+    async def _carry_out(self, plan: Plan) -> None:
+        if plan.close is not None:
+            await self._close(plan.close)
+        for frame in plan.frames:
+            await self._send_frame(frame)
+        if plan.read_settings:
             revision, values = await socket_db.run(
                 connection.read_settings, self.device_id, self.connection_id
             )
-            self.sent_settings_revision = revision
-            await self._send_frame({"type": "settings", "revision": revision, "values": values})
-        if not self.ready:
-            return
-        if state.command_pending or redeliver_commands:
+            await self._send_frame(self.session.settings_frame(revision, values))
+        if plan.deliver_commands:
             deliveries = await socket_db.run(
-                command_delivery.deliver,
+                commands.deliver,
                 self.device_id,
                 self.connection_id,
-                redeliver=redeliver_commands,
+                redeliver=plan.redeliver_commands,
             )
-            for d in deliveries:
-                await self._send_frame(
-                    {
-                        "type": "command",
-                        "command_id": d.command_id,
-                        "command_type": d.type,
-                        "payload": d.payload,
-                    }
-                )
-        if not state.gate_open:
-            return
-        waiting = state.job_queued and state.claimed_job_id is None
-        unannounced = state.claimed_job_id is not None and state.claimed_job_id != self.woken_claim
-        if waiting or unannounced or (wake and (state.job_queued or state.claimed_job_id)):
-            self.woken_claim = state.claimed_job_id
-            await self._send_frame({"type": "wake"})
-
-    # -- plumbing ---------------------------------------------------------------------------
+            for frame in self.session.command_frames(deliveries):
+                await self._send_frame(frame)
+        for frame in plan.then:
+            await self._send_frame(frame)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if self.accepted and not self.closing:
-            await self.send({"type": "websocket.send", "text": json.dumps(frame)})
+            await self.send({"type": "websocket.send", "text": encode(frame)})
 
     def _arm_timer(self, delay: float) -> None:
         if self._timer is not None:
@@ -365,20 +299,20 @@ class DeviceConsumer(AsyncConsumer):
         loop = asyncio.get_running_loop()
         self._timer = loop.call_later(delay, self.deliver, {"type": "qprint.heartbeat_check"})
 
-    async def _close(self, code: int, *, reason: str, clear: bool = True) -> None:
+    async def _close(self, close: Close) -> None:
         if self.closing:
             return
         logger.info(
             "socket_close device=%s connection=%s code=%s reason=%s",
             self.device_id,
             self.connection_id,
-            code,
-            reason,
+            close.code,
+            close.reason,
         )
-        if not clear:
+        if not close.clear_row:
             self.holds_row = False
         await self._clear_row()  # before the close: a reconnect finds the row already free
-        await self.send({"type": "websocket.close", "code": code})
+        await self.send({"type": "websocket.close", "code": close.code})
         self.closing = True
         raise StopConsumer
 

@@ -1,9 +1,9 @@
-"""Job events: how a job's status moves after the claim (SPEC 3.2, 3.3 rule 2, 3.4 events).
+"""Job events: how a job's status moves after the claim (docs/JOBS.md: states, delivery rule 2).
 
 Invariant: an event is recorded once per ``event_id``, on any node. A replay (same id, same
 content) answers as the first delivery did, without changing anything; a different event under the
-same id is refused with ``event_conflict``. A job moves forward only (``qprint.states``) and never
-leaves a final state.
+same id is refused with ``event_conflict``. A job moves forward only (``qprint.domain.states``)
+and never leaves a final state.
 
 How it holds: the job row is locked (``SELECT ... FOR UPDATE``) while the event is judged, so the
 deliveries of one job's events are serialised across nodes, and the ``event_id`` column is unique,
@@ -27,11 +27,11 @@ from django.db import IntegrityError, transaction
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
+from qprint.domain.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
+from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import EventRejected, Invalid, NotFound
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 from qprint.signals import send_job_finished_after_commit
-from qprint.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
-from qprint.wakeups import wake_after_commit
 
 logger = logging.getLogger("qprint.events")
 

@@ -39,7 +39,7 @@ LAYER_TIMEOUT_SECONDS = 2.0
 
 
 def device_group(device_id: int) -> str:
-    """The channel-layer group of a device (SPEC 3.7)."""
+    """The channel-layer group of a device (docs/REALTIME.md)."""
     return f"qprint.device.{device_id}"
 
 

@@ -1,7 +1,7 @@
 """The bounded background wakeup publisher (installed by ``QPrintConfig.ready()``).
 
-``qprint.wakeups.wake_after_commit`` hands each wakeup here after the transaction commits. The
-committing request never waits for Redis: :meth:`ChannelLayerPublisher.publish` only puts the
+``qprint.domain.wakeups.wake_after_commit`` hands each wakeup here after the transaction commits.
+The committing request never waits for Redis: :meth:`ChannelLayerPublisher.publish` only puts the
 wakeup on a bounded queue (``QPRINT["WAKE_QUEUE_SIZE"]``); one daemon thread with its own event
 loop sends it with ``group_send`` to ``qprint.device.<pk>``. A full queue or a layer error drops
 the wakeup, counts it and logs it: the device's next heartbeat finds what the wakeup would have
@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from qprint import bus
 from qprint.conf import DEFAULTS, qprint_settings
+from qprint.realtime import bus
 
 logger = logging.getLogger("qprint.publisher")
 
@@ -145,7 +145,7 @@ _installed: ChannelLayerPublisher | None = None
 
 def install() -> ChannelLayerPublisher:
     """Install the channel-layer publisher as qprint's wakeup publisher (idempotent)."""
-    from qprint import wakeups
+    from qprint.domain import wakeups
 
     global _installed
     if _installed is None:

@@ -2,15 +2,15 @@
 
 ``cluster_runtime`` (the node's sidecar) marks the node DRAINING (a drain from the admin, or
 SIGTERM). The Daphne processes of that node learn it here, by reading the node's row every
-``QPRINT["DRAIN_POLL_SECONDS"]`` through ``qcluster.nodes.node_status``; they then
+``QPRINT["DRAIN_POLL_SECONDS"]`` through :func:`qprint.cluster.node_is_draining`; they then
 
 - refuse new sockets (503 where the server supports ``websocket.http.response``, else a failed
   handshake, 500: never 403), and
 - close the open ones with 4003, spread over ``QPRINT["DRAIN_SPREAD_SECONDS"]`` so the devices
   do not all reconnect to the other nodes in the same instant.
 
-A cancelled drain (status back to UP) accepts sockets again. Without qcluster's ``nodes`` module
-the watch is off. A failed read keeps the last known status (a database hiccup drains nothing).
+A cancelled drain (status back to UP) accepts sockets again. A failed read keeps the last known
+status (a database hiccup drains nothing).
 """
 
 from __future__ import annotations
@@ -19,29 +19,18 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 
-from qcluster import identity
-from qprint import bus, socket_db
+from qprint import cluster
 from qprint.conf import qprint_settings
+from qprint.realtime import bus, socket_db
 
 logger = logging.getLogger("qprint.drain")
-
-DRAINING_STATUSES = frozenset({"DRAINING", "STOPPED"})
-
-
-def _status_reader() -> Callable[[str], str | None] | None:
-    try:
-        from qcluster.nodes import node_status
-    except ImportError:
-        return None
-    return node_status
 
 
 class DrainWatch:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.node_id = identity.node_id()
+        self.node_id = cluster.node_id()
         self.draining = False
         self._checked_at: float | None = None
         self._task: asyncio.Task | None = None
@@ -70,26 +59,21 @@ class DrainWatch:
                 logger.exception("drain_watch_failed node=%s", self.node_id)
 
     async def check(self) -> None:
-        reader = _status_reader()
         async with self._lock:
-            if reader is None:
-                self._checked_at = time.monotonic()
-                return
             try:
-                status = await socket_db.run(reader, self.node_id)
+                draining = await socket_db.run(cluster.node_is_draining, self.node_id)
             except Exception as exc:
                 if self._checked_at is None:
                     self._checked_at = time.monotonic()
                 logger.warning("drain_status_unreadable node=%s error=%r", self.node_id, exc)
                 return
             self._checked_at = time.monotonic()
-            draining = status in DRAINING_STATUSES
             if draining and not self.draining:
                 self.draining = True
                 self._close_sockets_spread()
             elif not draining and self.draining:
                 self.draining = False
-                logger.info("node_drain_cancelled node=%s status=%s", self.node_id, status)
+                logger.info("node_drain_cancelled node=%s", self.node_id)
 
     def _close_sockets_spread(self) -> None:
         device_bus = bus.current()

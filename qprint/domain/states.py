@@ -1,8 +1,8 @@
 """The job state machine, as data: statuses, their rank, and the moves allowed between them.
 
-A job moves forward only and never leaves a final state (SPEC 3.2). Skipping forward is allowed
-(CLAIMED -> FAILED when the download fails). The claim and the event recording ask
-:func:`can_move` before they write; nothing else changes a job's status.
+A job moves forward only and never leaves a final state (docs/JOBS.md, States). Skipping
+forward is allowed (CLAIMED -> FAILED when the download fails). The claim and the event
+recording ask :func:`can_move` before they write; nothing else changes a job's status.
 """
 
 from django.db import models

@@ -3,9 +3,8 @@
 - :func:`expire_jobs`: a job whose ``expires_at`` passed (database clock) before the device
   received it moves QUEUED/CLAIMED -> EXPIRED with a server event. Each job is re-checked under its
   row lock, so a job the device reported RECEIVED meanwhile is left alone.
-- :func:`expire_commands` (run with the job expiry): a device command still PENDING or DELIVERED
-  ``JOB_TTL_SECONDS`` after it was created is EXPIRED; a device that comes back much later is not
-  handed stale orders. A result reported afterwards is answered with the command as it is.
+- :func:`qprint.domain.commands.expire_commands` (run with the job expiry): a device command
+  still PENDING or DELIVERED ``JOB_TTL_SECONDS`` after it was created is EXPIRED.
 - :func:`delete_old_jobs`: final jobs whose ``finished_at`` is older than
   ``QPRINT["JOB_RETENTION_DAYS"]`` are deleted with their documents and events.
 
@@ -19,10 +18,11 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint import documents, events
+from qprint import cluster, documents
 from qprint.conf import qprint_settings
-from qprint.models import CommandStatus, DeviceCommand, PrintJob
-from qprint.states import EXPIRABLE, FINAL, JobStatus
+from qprint.domain import commands, events
+from qprint.domain.states import EXPIRABLE, FINAL, JobStatus
+from qprint.models import PrintJob
 
 logger = logging.getLogger("qprint.maintenance")
 
@@ -62,24 +62,10 @@ def expire_jobs(batch: int = BATCH) -> int:
     return expired
 
 
-def expire_commands() -> int:
-    """Expire device commands left unfinished for ``JOB_TTL_SECONDS``; returns how many."""
-    ttl = qprint_settings.JOB_TTL_SECONDS
-    if ttl is None:
-        return 0
-    count = DeviceCommand.objects.filter(
-        status__in=[CommandStatus.PENDING, CommandStatus.DELIVERED],
-        created_at__lt=Now() - timedelta(seconds=ttl),
-    ).update(status=CommandStatus.EXPIRED, finished_at=Now())
-    if count:
-        logger.info("commands_expired count=%s", count)
-    return count
-
-
 def expire() -> None:
     """The periodic expiry task: jobs, then commands."""
     expire_jobs()
-    expire_commands()
+    commands.expire_commands()
 
 
 def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> int:
@@ -109,8 +95,6 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
 
 
 def register_tasks() -> None:
-    """Register both tasks with ``qcluster`` (called from ``QPrintConfig.ready``)."""
-    from qcluster import tasks
-
-    tasks.register(EXPIRE_TASK, EXPIRE_EVERY, expire)
-    tasks.register(RETENTION_TASK, RETENTION_EVERY, delete_old_jobs)
+    """Register both tasks as qcluster singleton tasks (called from ``QPrintConfig.ready``)."""
+    cluster.register_task(EXPIRE_TASK, EXPIRE_EVERY, expire)
+    cluster.register_task(RETENTION_TASK, RETENTION_EVERY, delete_old_jobs)

@@ -17,20 +17,22 @@ Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``
 matches no row means another connection took the device, and the caller closes with 4000
 (:class:`Replaced`). :func:`read` is the same answer as :func:`ping` without renewing, for a wakeup.
 
-The functions are synchronous (Django's connection); the socket path runs them on its own threads
-(``qprint.socket_db``) so they never queue behind HTTP views.
+The state a statement returns (:class:`DeviceState`) carries the inputs of the claim gate
+(:mod:`qprint.domain.gate`), the lease judged in the same statement, so the session decides
+``wake`` exactly as a claim would. The functions are synchronous (Django's connection); the socket
+path runs them on its own threads (``qprint.realtime.socket_db``).
 """
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection as db
 
-from qprint.models import Device, DeviceCommand, PrintJob
+from qprint.domain import sql
+from qprint.models import Device
 
 LEASE_HEARTBEATS = 3
 
@@ -52,100 +54,56 @@ class Taken:
 
 @dataclass(frozen=True)
 class DeviceState:
-    """What the row says now: enough to decide, without another query, what to tell the device."""
+    """What the row says now: enough to decide, without another query, what to tell the device.
+
+    Its first eight fields are the claim gate's inputs (:class:`qprint.domain.gate.GateInputs`).
+    """
 
     enabled: bool
+    connection_live: bool
+    connection_ready: bool
     paused: bool
     control_revision: int
-    settings_revision: int
     control_applied_revision: int
+    settings_revision: int
     settings_applied_revision: int
-    ready: bool
     token_hash: str
     command_pending: bool
     claimed_job_id: str | None
     job_queued: bool
 
-    @property
-    def gate_open(self) -> bool:
-        """The claim gate as the row shows it (the lease is live: this statement just read it)."""
-        return (
-            self.enabled
-            and self.ready
-            and not self.paused
-            and self.control_applied_revision == self.control_revision
-            and self.settings_applied_revision == self.settings_revision
-        )
 
-
-def _vendor_sql() -> dict[str, str]:
-    """The SQL fragments that differ between PostgreSQL and SQLite (3.35+ has RETURNING)."""
-    if db.vendor == "postgresql":
-        return {
-            "now": "now()",
-            "lease": "now() + make_interval(secs => %s)",
-            "true": "true",
-            "false": "false",
-        }
-    return {
-        "now": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')",
-        "lease": "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %s || ' seconds')",
-        "true": "1",
-        "false": "0",
-    }
-
-
-def _tables() -> dict[str, str]:
-    return {
-        "device": Device._meta.db_table,
-        "job": PrintJob._meta.db_table,
-        "command": DeviceCommand._meta.db_table,
-    }
-
-
-def _state_columns(sql: dict[str, str]) -> str:
-    """The state a connection needs, as columns of ``d`` plus scalar subqueries (one round trip)."""
-    t = _tables()
+def _state_columns() -> str:
+    """The state a connection needs, as columns of the device row plus scalar subqueries."""
+    t = sql.tables()
     d = t["device"]  # SQLite's RETURNING does not see a table alias: qualify by name
     return f"""
-        {d}.enabled, {d}.paused, {d}.control_revision, {d}.settings_revision,
-        {d}.control_applied_revision, {d}.settings_applied_revision, {d}.connection_ready,
-        {d}.token_hash,
+        {d}.enabled, {sql.live_connection(d)} AS connection_live, {d}.connection_ready,
+        {d}.paused, {d}.control_revision, {d}.control_applied_revision,
+        {d}.settings_revision, {d}.settings_applied_revision, {d}.token_hash,
         EXISTS (SELECT 1 FROM {t["command"]} c
                 WHERE c.device_id = {d}.id AND c.status = 'PENDING') AS command_pending,
         (SELECT j.id FROM {t["job"]} j
          WHERE j.device_id = {d}.id AND j.status = 'CLAIMED' LIMIT 1) AS claimed_job_id,
-        EXISTS (SELECT 1 FROM {t["job"]} j
-                WHERE j.device_id = {d}.id AND j.status = 'QUEUED'
-                  AND (j.expires_at IS NULL OR j.expires_at > {sql["now"]})) AS job_queued
+        {sql.claimable_job_exists(d)} AS job_queued
     """
 
 
 def _state(row: tuple) -> DeviceState:
     return DeviceState(
         enabled=bool(row[0]),
-        paused=bool(row[1]),
-        control_revision=int(row[2]),
-        settings_revision=int(row[3]),
-        control_applied_revision=int(row[4]),
-        settings_applied_revision=int(row[5]),
-        ready=bool(row[6]),
-        token_hash=row[7],
-        command_pending=bool(row[8]),
-        claimed_job_id=str(uuid.UUID(str(row[9]))) if row[9] is not None else None,
-        job_queued=bool(row[10]),
+        connection_live=bool(row[1]),
+        connection_ready=bool(row[2]),
+        paused=bool(row[3]),
+        control_revision=int(row[4]),
+        control_applied_revision=int(row[5]),
+        settings_revision=int(row[6]),
+        settings_applied_revision=int(row[7]),
+        token_hash=row[8],
+        command_pending=bool(row[9]),
+        claimed_job_id=str(uuid.UUID(str(row[10]))) if row[10] is not None else None,
+        job_queued=bool(row[11]),
     )
-
-
-def _uuid_param(value: uuid.UUID) -> Any:
-    # Django stores UUIDs as 32 hex characters on SQLite and as uuid on PostgreSQL.
-    return value if db.vendor == "postgresql" else value.hex
-
-
-def _json(value: Any) -> dict[str, Any]:
-    if isinstance(value, (str, bytes)):
-        value = json.loads(value)
-    return value or {}
 
 
 def _guarded_row(device_id: int, connection_id: uuid.UUID, statement: str, params: list) -> tuple:
@@ -170,19 +128,18 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
-    sql = _vendor_sql()
-    t = _tables()
+    t = sql.tables()
     with db.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {t["device"]} SET
-                connection_id = %s, connection_node = %s, connection_ready = {sql["false"]},
-                connection_lease_expires_at = {sql["lease"]}, last_seen_at = {sql["now"]}
+                connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
             WHERE id = %s
             RETURNING enabled, paused, control_revision, settings_revision, settings
             """,
             [
-                _uuid_param(connection_id),
+                sql.uuid_param(connection_id),
                 node,
                 lease_seconds(heartbeat_seconds),
                 device_id,
@@ -196,40 +153,38 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
         paused=bool(row[1]),
         control_revision=int(row[2]),
         settings_revision=int(row[3]),
-        settings=_json(row[4]),
+        settings=sql.json_value(row[4]) or {},
     )
 
 
 def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> DeviceState:
     """Renew the lease and learn, in the same statement, what the connection has not been told."""
-    sql = _vendor_sql()
-    t = _tables()
+    t = sql.tables()
     row = _guarded_row(
         device_id,
         connection_id,
         f"""
             UPDATE {t["device"]} SET
-                connection_lease_expires_at = {sql["lease"]}, last_seen_at = {sql["now"]}
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
             WHERE id = %s AND connection_id = %s
-            RETURNING {_state_columns(sql)}
+            RETURNING {_state_columns()}
             """,
-        [lease_seconds(heartbeat_seconds), device_id, _uuid_param(connection_id)],
+        [lease_seconds(heartbeat_seconds), device_id, sql.uuid_param(connection_id)],
     )
     return _state(row)
 
 
 def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     """What :func:`ping` returns, without renewing the lease (a wakeup, a reconcile)."""
-    sql = _vendor_sql()
-    t = _tables()
+    t = sql.tables()
     row = _guarded_row(
         device_id,
         connection_id,
         f"""
-            SELECT {_state_columns(sql)} FROM {t["device"]}
+            SELECT {_state_columns()} FROM {t["device"]}
             WHERE id = %s AND connection_id = %s
             """,
-        [device_id, _uuid_param(connection_id)],
+        [device_id, sql.uuid_param(connection_id)],
     )
     return _state(row)
 
@@ -245,25 +200,24 @@ def mark_ready(
 
     The caller has checked that the revisions are not above those it sent (4400 otherwise).
     """
-    sql = _vendor_sql()
-    t = _tables()
+    t = sql.tables()
     row = _guarded_row(
         device_id,
         connection_id,
         f"""
             UPDATE {t["device"]} SET
-                connection_ready = {sql["true"]},
+                connection_ready = {sql.true()},
                 control_applied_revision = %s, settings_applied_revision = %s,
-                connection_lease_expires_at = {sql["lease"]}, last_seen_at = {sql["now"]}
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
             WHERE id = %s AND connection_id = %s
-            RETURNING {_state_columns(sql)}
+            RETURNING {_state_columns()}
             """,
         [
             control_applied_revision,
             settings_applied_revision,
             lease_seconds(heartbeat_seconds),
             device_id,
-            _uuid_param(connection_id),
+            sql.uuid_param(connection_id),
         ],
     )
     return _state(row)
@@ -271,49 +225,38 @@ def mark_ready(
 
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     """Forget this connection (socket closed). False when a newer connection holds the row."""
-    sql = _vendor_sql()
-    t = _tables()
+    t = sql.tables()
     with db.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {t["device"]} SET
-                connection_id = NULL, connection_node = '', connection_ready = {sql["false"]},
+                connection_id = NULL, connection_node = '', connection_ready = {sql.false()},
                 connection_lease_expires_at = NULL
             WHERE id = %s AND connection_id = %s
             """,
-            [device_id, _uuid_param(connection_id)],
+            [device_id, sql.uuid_param(connection_id)],
         )
         return cursor.rowcount == 1
 
 
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:
     """The device's settings revision and values (read only when the revision moved)."""
-    t = _tables()
+    t = sql.tables()
     row = _guarded_row(
         device_id,
         connection_id,
         f"SELECT settings_revision, settings FROM {t['device']} "
         "WHERE id = %s AND connection_id = %s",
-        [device_id, _uuid_param(connection_id)],
+        [device_id, sql.uuid_param(connection_id)],
     )
-    return int(row[0]), _json(row[1])
+    return int(row[0]), sql.json_value(row[1]) or {}
 
 
 def live_connections_by_node() -> dict[str, int]:
     """Live connections (lease not expired, database clock) per node, for metrics and qcluster."""
-    sql = _vendor_sql()
-    t = _tables()
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
-            SELECT connection_node, count(*) FROM {t["device"]}
-            WHERE connection_id IS NOT NULL AND connection_lease_expires_at > {sql["now"]}
-            GROUP BY connection_node
-            """
-        )
-        return {node: int(count) for node, count in cursor.fetchall()}
+    return Device.objects.live_connections_by_node()
 
 
 def live_connections_of_node(node_id: str) -> int:
     """The ``connections`` gauge of ``cluster_node``: live connection rows naming ``node_id``."""
-    return live_connections_by_node().get(node_id, 0)
+    return Device.objects.filter(connection_node=node_id).live().count()

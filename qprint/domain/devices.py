@@ -1,0 +1,211 @@
+"""Devices as the application steers them: summaries, pause and resume, settings, printers,
+enable and disable.
+
+A change a device must learn (a pause, new settings, being disabled) bumps a revision or flag in
+one transaction and wakes the device after it commits; the device's socket then reads its row and
+tells the agent (docs/REALTIME.md). "Online" is a live connection lease on the database clock
+(``Device.objects.with_liveness()``), and the queue depth is ``with_queue_depth()``.
+"""
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models import F, QuerySet
+
+from qprint.domain.wakeups import wake_after_commit
+from qprint.errors import Invalid, NotFound
+from qprint.models import Device, DevicePrinter
+
+logger = logging.getLogger("qprint.devices")
+
+PRINTER_NAME_MAX_LENGTH = 255
+PRINTER_STATUS_MAX_LENGTH = 100
+
+
+def get_device(tenant: str, name: str) -> Device:
+    """The device ``name`` of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
+    device = Device.objects.filter(tenant=tenant, name=name).first()
+    if device is None:
+        raise NotFound("unknown_device", f"No device named {name!r}.")
+    return device
+
+
+@dataclass(frozen=True)
+class DeviceSummary:
+    """What the application sees of a device (``GET api/v1/devices``); its JSON form is
+    ``qprint.serializers.device_object``."""
+
+    name: str
+    description: str
+    enabled: bool
+    online: bool
+    ready: bool
+    paused: bool
+    node: str
+    queue_depth: int
+    last_seen_at: datetime | None
+    control_revision: int
+    settings_revision: int
+    agent_info: dict[str, Any]
+    printers: list[DevicePrinter] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, device: Device) -> "DeviceSummary":
+        """From a device read through :func:`summaries`."""
+        online = bool(device.connection_live)
+        return cls(
+            name=device.name,
+            description=device.description,
+            enabled=device.enabled,
+            online=online,
+            ready=online and device.connection_ready,
+            paused=device.paused,
+            node=device.connection_node if online else "",
+            queue_depth=device.queue_depth,
+            last_seen_at=device.last_seen_at,
+            control_revision=device.control_revision,
+            settings_revision=device.settings_revision,
+            agent_info=device.agent_info,
+            printers=list(device.printers.all()),
+        )
+
+
+def summaries(tenant: str) -> QuerySet:
+    """The tenant's devices by name, read as :meth:`DeviceSummary.of` needs them (liveness and
+    queue depth judged in SQL, printers prefetched). Page it with a keyset on ``(name, id)``."""
+    return (
+        Device.objects.filter(tenant=tenant)
+        .with_liveness()
+        .with_queue_depth()
+        .prefetch_related("printers")
+        .order_by("name", "id")
+    )
+
+
+def list_devices(tenant: str) -> list[DeviceSummary]:
+    """Every device of ``tenant``, by name. "online" is a live lease on the database clock."""
+    return [DeviceSummary.of(d) for d in summaries(tenant)]
+
+
+def device_summary(tenant: str, name: str) -> DeviceSummary:
+    """One device of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
+    device = summaries(tenant).filter(name=name).first()
+    if device is None:
+        raise NotFound("unknown_device", f"No device named {name!r}.")
+    return DeviceSummary.of(device)
+
+
+def _device_id(device: Device | int) -> int:
+    return device.pk if isinstance(device, Device) else int(device)
+
+
+def _set_paused(device: Device | int, paused: bool, reason: str) -> Device:
+    device_id = _device_id(device)
+    with transaction.atomic():
+        changed = Device.objects.filter(pk=device_id, paused=not paused).update(
+            paused=paused, control_revision=F("control_revision") + 1
+        )
+        fresh = Device.objects.filter(pk=device_id).first()
+        if fresh is None:
+            raise NotFound("unknown_device", "No such device.")
+        if changed:
+            wake_after_commit(fresh.tenant, fresh.pk, reason)
+            logger.info(
+                "device_%s device=%s control_revision=%s", reason, fresh, fresh.control_revision
+            )
+    return fresh
+
+
+def pause_device(device: Device | int) -> Device:
+    """Pause the device (bumps ``control_revision``; no-op when already paused)."""
+    return _set_paused(device, True, "paused")
+
+
+def resume_device(device: Device | int) -> Device:
+    """Resume the device (bumps ``control_revision``; no-op when not paused)."""
+    return _set_paused(device, False, "resumed")
+
+
+def update_settings(device: Device | int, values: dict[str, Any]) -> Device:
+    """Replace the device's settings with ``values`` and bump ``settings_revision``."""
+    if not isinstance(values, dict):
+        raise Invalid(message="'settings' must be a JSON object.")
+    device_id = _device_id(device)
+    with transaction.atomic():
+        changed = Device.objects.filter(pk=device_id).update(
+            settings=values, settings_revision=F("settings_revision") + 1
+        )
+        if not changed:
+            raise NotFound("unknown_device", "No such device.")
+        fresh = Device.objects.get(pk=device_id)
+        wake_after_commit(fresh.tenant, fresh.pk, "settings")
+    logger.info("device_settings device=%s settings_revision=%s", fresh, fresh.settings_revision)
+    return fresh
+
+
+def parse_printers(printers: Any) -> dict[str, dict[str, Any]]:
+    """A device's printer list, checked: a list of objects with a non-empty ``name``, and
+    optional ``is_default``, ``status`` (string) and ``capabilities`` (object). One entry per
+    name (the last one wins). :class:`Invalid` names the first entry at fault."""
+    if not isinstance(printers, list):
+        raise Invalid(message="'printers' must be a list.")
+    rows: dict[str, dict[str, Any]] = {}
+    for index, item in enumerate(printers):
+        if not isinstance(item, dict):
+            raise Invalid(message=f"'printers[{index}]' must be an object.")
+        name = item.get("name")
+        if not isinstance(name, str) or not name or len(name) > PRINTER_NAME_MAX_LENGTH:
+            raise Invalid(message=f"'printers[{index}].name' must be a non-empty string.")
+        status = item.get("status") or ""
+        capabilities = item.get("capabilities") or {}
+        if not isinstance(status, str) or not isinstance(capabilities, dict):
+            raise Invalid(
+                message=f"'printers[{index}]': 'status' must be a string, 'capabilities' an object."
+            )
+        rows[name] = {
+            "name": name,
+            "is_default": bool(item.get("is_default")),
+            "status": status[:PRINTER_STATUS_MAX_LENGTH],
+            "capabilities": capabilities,
+        }
+    return rows
+
+
+def replace_printers(device: Device | int, printers: Any) -> list[DevicePrinter]:
+    """Replace the device's printer list with ``printers`` (a list of objects with ``name``,
+    ``is_default``, ``status``, ``capabilities``)."""
+    device_id = _device_id(device)
+    rows = [
+        DevicePrinter(device_id=device_id, **fields) for fields in parse_printers(printers).values()
+    ]
+    with transaction.atomic():
+        if not Device.objects.select_for_update(no_key=True).filter(pk=device_id).exists():
+            raise NotFound("unknown_device", "No such device.")
+        DevicePrinter.objects.filter(device_id=device_id).delete()
+        created = DevicePrinter.objects.bulk_create(rows)
+    return created
+
+
+def set_device_enabled(device: Device | int, enabled: bool) -> Device:
+    """Enable or disable a device. A disabled device cannot claim (403) or connect."""
+    device_id = _device_id(device)
+    with transaction.atomic():
+        changed = Device.objects.filter(pk=device_id, enabled=not enabled).update(enabled=enabled)
+        fresh = Device.objects.filter(pk=device_id).first()
+        if fresh is None:
+            raise NotFound("unknown_device", "No such device.")
+        if changed:
+            wake_after_commit(fresh.tenant, fresh.pk, "enabled" if enabled else "disabled")
+            logger.info("device_%s device=%s", "enabled" if enabled else "disabled", fresh)
+    return fresh
+
+
+def disable_device(device: Device | int) -> Device:
+    return set_device_enabled(device, False)
+
+
+def enable_device(device: Device | int) -> Device:
+    return set_device_enabled(device, True)

@@ -1,0 +1,403 @@
+"""Jobs as the application sees them: lookups, submission, cancel, reprint, the download rule.
+
+Each mutation runs in one transaction and wakes the device after it commits
+(:func:`qprint.domain.wakeups.wake_after_commit`), so a device never hears of a change it cannot
+yet see. The status moves themselves are made by :mod:`qprint.domain.claim` and
+:mod:`qprint.domain.events`; refusals raise :mod:`qprint.errors` exceptions with the error codes
+of docs/API.md.
+"""
+
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
+from django.db.models.functions import Now
+
+from qprint import documents
+from qprint.conf import qprint_settings
+from qprint.domain import commands, events, inputs
+from qprint.domain.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
+from qprint.domain.wakeups import wake_after_commit
+from qprint.errors import (
+    Conflict,
+    DocumentTooLarge,
+    Invalid,
+    NotFound,
+    UnsupportedContentType,
+)
+from qprint.models import Device, PrintJob, PrintJobEvent
+
+logger = logging.getLogger("qprint.jobs")
+
+#: Content types qprint delivers (parameters such as ``; charset=utf-8`` are ignored when
+#: checking). The agent hands them to the spooler as they are; anything else is answered 415.
+ACCEPTED_CONTENT_TYPES: frozenset[str] = frozenset(
+    {
+        "application/pdf",
+        "application/postscript",
+        "application/vnd.cups-raw",
+        "application/vnd.cups-pdf",
+        "application/octet-stream",
+        "text/plain",
+        "image/png",
+        "image/jpeg",
+        "image/pwg-raster",
+        "image/urf",
+        "application/zpl",
+        "application/x-zpl",
+    }
+)
+
+#: ``expires_in`` not given: ``QPRINT["JOB_TTL_SECONDS"]`` applies.
+DEFAULT_TTL = object()
+
+MAX_PRIORITY = 1_000_000
+
+
+def get_job(tenant: str, job_id: uuid.UUID | str) -> PrintJob:
+    """The job ``job_id`` of ``tenant`` (with its device); :class:`NotFound` otherwise."""
+    try:
+        job_uuid = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound("not_found", "No such job.") from None
+    job = PrintJob.objects.select_related("device").filter(tenant=tenant, pk=job_uuid).first()
+    if job is None:
+        raise NotFound("not_found", "No such job.")
+    return job
+
+
+def _device_named(tenant: str, name: str) -> Device:
+    device = Device.objects.filter(tenant=tenant, name=name).first()
+    if device is None:
+        raise NotFound("unknown_device", f"No device named {name!r}.")
+    return device
+
+
+def jobs_of(tenant: str, *, device: str | None = None, status: str | None = None) -> QuerySet:
+    """The tenant's jobs (with their device), optionally of one device (by name) and status."""
+    queryset = PrintJob.objects.filter(tenant=tenant).select_related("device")
+    if device:
+        queryset = queryset.filter(device__name=device)
+    if status:
+        if status not in JobStatus.values:
+            raise Invalid(message=f"status: must be one of {', '.join(JobStatus.values)}")
+        queryset = queryset.filter(status=status)
+    return queryset
+
+
+def events_of(job: PrintJob) -> QuerySet:
+    """The job's events, oldest first."""
+    return PrintJobEvent.objects.filter(job=job).order_by("recorded_at", "id")
+
+
+#: Statuses in which the device that holds the job may (re)download its document.
+DOWNLOADABLE_AFTER_CLAIM = (JobStatus.RECEIVED, JobStatus.SPOOLED)
+
+
+def job_for_download(device: Device, job_id: uuid.UUID | str) -> PrintJob:
+    """The job whose document ``device`` may fetch: it holds the job's current claim, or the job
+    is RECEIVED/SPOOLED on it (a retried download after a crash). Anything else is
+    :class:`NotFound`, the same answer as for a job that does not exist."""
+    try:
+        job_uuid = uuid.UUID(str(job_id))
+    except ValueError:
+        raise NotFound(message="No such job to download on this device.") from None
+    job = (
+        PrintJob.objects.filter(pk=job_uuid, device=device)
+        .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
+        .only("id", "content_type", "size", "sha256", "claim_id", "status")
+        .first()
+    )
+    if job is None:
+        raise NotFound(message="No such job to download on this device.")
+    return job
+
+
+def submit_job(
+    tenant: str,
+    device: str | Device,
+    content: bytes,
+    content_type: str,
+    *,
+    printer: str | None = None,
+    title: str = "",
+    options: dict[str, Any] | None = None,
+    priority: int = 0,
+    expires_in: Any = DEFAULT_TTL,
+    idempotency_key: str | None = None,
+    submitted_by: str = "",
+) -> tuple[PrintJob, bool]:
+    """Queue ``content`` for printing on ``device`` (a name in ``tenant``, or a Device).
+
+    Returns ``(job, created)``. With an ``idempotency_key``, the same key and the same submission
+    return the job already made (``created=False``), whoever submitted it concurrently; the same
+    key with a different submission raises :class:`Conflict` (``idempotency_conflict``).
+    ``expires_in`` is in seconds (``None``: never expires; not given: ``JOB_TTL_SECONDS``).
+
+    Raises :class:`NotFound` (``unknown_device``), :class:`DocumentTooLarge`,
+    :class:`UnsupportedContentType`, :class:`Invalid`.
+    """
+    if isinstance(device, Device):
+        if device.tenant != tenant:
+            raise NotFound("unknown_device", f"No device named {device.name!r}.")
+        device_name = device.name
+    else:
+        device_name = device
+    content_type = _check_content_type(content_type)
+    content = _check_content(content)
+    options = _check_options(options)
+    priority = _check_priority(priority)
+    ttl = _check_expires_in(expires_in)
+    printer = inputs.text("printer", printer, 255) or None
+    title = inputs.text("title", title, 255)
+    if idempotency_key is not None:
+        idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
+    sha256 = documents.digest(content)
+    fingerprint = events.fingerprint_of(
+        {
+            "device": device_name,
+            "printer": printer,
+            "title": title,
+            "content_type": content_type,
+            "sha256": sha256,
+            "options": options,
+            "priority": priority,
+            "expires_in": ttl,
+        }
+    )
+
+    if idempotency_key:
+        existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
+        if existing is not None:
+            return existing, False
+
+    target = _device_named(tenant, device_name)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                job = _create_job(
+                    target,
+                    content,
+                    content_type,
+                    sha256,
+                    printer=printer,
+                    title=title,
+                    options=options,
+                    priority=priority,
+                    ttl=ttl,
+                    idempotency_key=idempotency_key,
+                    idempotency_fingerprint=fingerprint if idempotency_key else "",
+                    submitted_by=submitted_by,
+                )
+        except IntegrityError:
+            if not idempotency_key:
+                raise
+            # A concurrent submission with this key committed first: answer with its job.
+            existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
+            if existing is None:
+                raise
+            return existing, False
+        events.record_server_event(job, JobStatus.QUEUED, detail={"submitted_by": submitted_by})
+        wake_after_commit(tenant, target.pk, "job_queued")
+    logger.info(
+        "job_queued job=%s tenant=%s device=%s size=%s priority=%s",
+        job.pk,
+        tenant,
+        target.name,
+        job.size,
+        job.priority,
+    )
+    return job, True
+
+
+def _create_job(
+    device: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    *,
+    printer: str | None,
+    title: str,
+    options: dict[str, Any],
+    priority: int,
+    ttl: int | None,
+    idempotency_key: str | None = None,
+    idempotency_fingerprint: str = "",
+    submitted_by: str = "",
+    reprint_of: PrintJob | None = None,
+) -> PrintJob:
+    """Insert a QUEUED job and its document. ``expires_at`` is ``created_at + ttl`` on the
+    database clock (both come from the same statement)."""
+    job = PrintJob.objects.create(
+        tenant=device.tenant,
+        device=device,
+        printer=printer,
+        title=title,
+        content_type=content_type,
+        size=len(content),
+        sha256=sha256,
+        options=options,
+        priority=priority,
+        status=JobStatus.QUEUED,
+        idempotency_key=idempotency_key,
+        idempotency_fingerprint=idempotency_fingerprint,
+        submitted_by=submitted_by[:255],
+        reprint_of=reprint_of,
+        expires_at=(Now() + timedelta(seconds=ttl)) if ttl is not None else None,
+    )
+    job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
+    documents.save_document(job, content)
+    return job
+
+
+def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | None:
+    existing = PrintJob.objects.filter(tenant=tenant, idempotency_key=key).first()
+    if existing is None:
+        return None
+    if existing.idempotency_fingerprint != fingerprint:
+        raise Conflict(
+            "idempotency_conflict",
+            "This Idempotency-Key was already used for a different job.",
+        )
+    return existing
+
+
+def _check_content_type(content_type: Any) -> str:
+    if not isinstance(content_type, str) or not content_type.strip():
+        raise Invalid(message="'content_type' is required.")
+    base = content_type.split(";", 1)[0].strip().lower()
+    if base not in ACCEPTED_CONTENT_TYPES:
+        raise UnsupportedContentType(
+            message=f"Content type {base!r} is not supported; use one of "
+            f"{', '.join(sorted(ACCEPTED_CONTENT_TYPES))}."
+        )
+    return content_type.strip()[:100]
+
+
+def _check_content(content: Any) -> bytes:
+    if isinstance(content, memoryview | bytearray):
+        content = bytes(content)
+    if not isinstance(content, bytes):
+        raise Invalid(message="'document' must be bytes.")
+    if not content:
+        raise Invalid(message="'document' is empty.")
+    limit = qprint_settings.MAX_DOCUMENT_BYTES
+    if len(content) > limit:
+        raise DocumentTooLarge(
+            message=f"The document is {len(content)} bytes; the limit is {limit} bytes."
+        )
+    return content
+
+
+def _check_options(options: Any) -> dict[str, Any]:
+    return inputs.json_object("options", options)
+
+
+def _check_priority(priority: Any) -> int:
+    if priority is None:
+        return 0
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise Invalid(message="'priority' must be an integer.")
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise Invalid(message=f"'priority' must be between -{MAX_PRIORITY} and {MAX_PRIORITY}.")
+    return priority
+
+
+def _check_expires_in(expires_in: Any) -> int | None:
+    if expires_in is DEFAULT_TTL:
+        return qprint_settings.JOB_TTL_SECONDS
+    if expires_in is None:
+        return None
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int) or expires_in <= 0:
+        raise Invalid(message="'expires_in' must be a positive number of seconds.")
+    return expires_in
+
+
+def _locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
+    job_id = job.pk if isinstance(job, PrintJob) else job
+    queryset = PrintJob.objects.select_for_update(of=("self",), no_key=True)
+    if tenant is not None:
+        queryset = queryset.filter(tenant=tenant)
+    try:
+        locked = queryset.filter(pk=uuid.UUID(str(job_id))).first()
+    except ValueError:
+        locked = None
+    if locked is None:
+        raise NotFound("not_found", "No such job.")
+    return locked
+
+
+def cancel_job(
+    job: PrintJob | uuid.UUID | str, *, tenant: str | None = None, by: str = ""
+) -> PrintJob:
+    """Cancel a job as the application.
+
+    QUEUED or CLAIMED: the job is CANCELLED at once (a later device event answers
+    ``job_cancelled``). RECEIVED or SPOOLED: ``cancel_requested`` is set and a ``CANCEL_JOB``
+    command goes to the device, which reports the outcome (once per job). Final: :class:`Conflict`
+    (``job_final``). ``tenant`` restricts the lookup to that tenant.
+    """
+    with transaction.atomic():
+        locked = _locked_job(job, tenant)
+        if is_final(locked.status):
+            raise Conflict("job_final", f"The job is {locked.status}; it cannot be cancelled.")
+        reason = f"cancelled by {by}" if by else "cancelled by the application"
+        if locked.status in CANCELLABLE_AT_ONCE:
+            was = locked.status
+            events.move_by_server(locked, JobStatus.CANCELLED, reason=reason, detail={"by": by})
+            if was == JobStatus.QUEUED:
+                wake_after_commit(locked.tenant, locked.device_id, "job_cancelled")
+        elif locked.status in CANCELLABLE_BY_DEVICE and not locked.cancel_requested:
+            PrintJob.objects.filter(pk=locked.pk).update(cancel_requested=True)
+            locked.cancel_requested = True
+            commands.request_cancel(locked)
+            events.record_server_event(
+                locked, "CANCEL_REQUESTED", message=reason, detail={"by": by}
+            )
+            logger.info("job_cancel_requested job=%s device=%s", locked.pk, locked.device_id)
+    return locked
+
+
+def reprint_job(
+    job: PrintJob | uuid.UUID | str,
+    *,
+    force: bool = False,
+    by: str = "",
+    tenant: str | None = None,
+) -> PrintJob:
+    """Make a new QUEUED job with the same document, ``reprint_of`` set.
+
+    A job already reprinted raises :class:`Conflict` (``already_reprinted``) unless ``force``:
+    the original's row is locked while deciding, so two clicks at once make one reprint.
+    """
+    with transaction.atomic():
+        original = _locked_job(job, tenant)
+        if not force and PrintJob.objects.filter(reprint_of=original).exists():
+            raise Conflict("already_reprinted", "This job was already reprinted.")
+        content = documents.open_document(original)
+        device = Device.objects.get(pk=original.device_id)
+        reprint = _create_job(
+            device,
+            content,
+            original.content_type,
+            original.sha256,
+            printer=original.printer,
+            title=original.title,
+            options=original.options,
+            priority=original.priority,
+            ttl=qprint_settings.JOB_TTL_SECONDS,
+            submitted_by=by or original.submitted_by,
+            reprint_of=original,
+        )
+        events.record_server_event(
+            reprint, JobStatus.QUEUED, detail={"reprint_of": str(original.pk), "by": by}
+        )
+        events.record_server_event(
+            original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}
+        )
+        wake_after_commit(device.tenant, device.pk, "job_queued")
+    logger.info("job_reprinted job=%s reprint=%s force=%s", original.pk, reprint.pk, force)
+    return reprint
