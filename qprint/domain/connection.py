@@ -6,7 +6,9 @@ compared on the **database clock**; ``connection_ready`` says the device has rep
 applied. This module is the only writer of those four columns, and every write is ONE statement:
 
 - :func:`take` - a new connection takes the row unconditionally (newest wins), not ready, lease
-  ``now() + 3 x heartbeat``. The caller then publishes ``replaced`` so an older socket closes.
+  ``now() + 3 x heartbeat``; one read after it lists the device's jobs in RECEIVED or SPOOLED
+  (``hello``'s ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The
+  caller then publishes ``replaced`` so an older socket closes.
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat.
@@ -32,7 +34,8 @@ from typing import Any
 from django.db import connection as db
 
 from qprint.domain import sql
-from qprint.models import Device
+from qprint.domain.states import JobStatus
+from qprint.models import Device, PrintJob
 
 LEASE_HEARTBEATS = 3
 
@@ -50,6 +53,8 @@ class Taken:
     control_revision: int
     settings_revision: int
     settings: dict[str, Any]
+    #: ``(job_id, claim_id, status)`` of the device's jobs in RECEIVED or SPOOLED.
+    active_jobs: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -148,12 +153,19 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
         row = cursor.fetchone()
     if row is None:
         raise Replaced(f"device {device_id} does not exist")
+    active = PrintJob.objects.filter(
+        device_id=device_id, status__in=(JobStatus.RECEIVED, JobStatus.SPOOLED)
+    ).order_by("received_at", "created_at")
     return Taken(
         enabled=bool(row[0]),
         paused=bool(row[1]),
         control_revision=int(row[2]),
         settings_revision=int(row[3]),
         settings=sql.json_value(row[4]) or {},
+        active_jobs=tuple(
+            (str(job_id), str(claim_id), status)
+            for job_id, claim_id, status in active.values_list("id", "claim_id", "status")
+        ),
     )
 
 
