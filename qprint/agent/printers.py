@@ -105,8 +105,14 @@ class SocketPrinter(Spooler):
         self.close_timeout = close_timeout
 
     def describe(self) -> tuple[str, dict[str, Any]]:
-        # A raw printer is not asked: a probe connection would print an empty job on some.
-        return "unknown", {"raw": True}
+        # A raw printer is not asked: a probe connection would print an empty job on some. What
+        # it can do is what the document says: one copy of the bytes, as they are.
+        return "unknown", {
+            "raw": True,
+            "copies_max": 1,
+            "sides": ["one-sided"],
+            "page_ranges": False,
+        }
 
     def submit(self, job: SpoolJob) -> str:
         opts = o.normalize(job.options)
