@@ -9,8 +9,10 @@
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
 - ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node
   identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
+- ``qprint.E007``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
 """
 
+import re
 from typing import Any
 
 from django.apps import apps
@@ -28,7 +30,13 @@ POSITIVE_INTEGERS = (
     "SOCKET_DB_THREADS",
 )
 #: Seconds of the device socket's background work (fractions allowed).
-POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
+POSITIVE_NUMBERS = (
+    "BUS_PROBE_SECONDS",
+    "DRAIN_POLL_SECONDS",
+    "DRAIN_SPREAD_SECONDS",
+    "STUCK_JOB_SECONDS",
+)
+_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 
 
 def _is_int(value: Any) -> bool:
@@ -114,6 +122,20 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             checks.Error(
                 f"QPRINT['JOB_TTL_SECONDS'] must be a positive integer or None, got {ttl!r}.",
                 id="qprint.E004",
+            )
+        )
+    types = user.get("ACCEPTED_CONTENT_TYPES", DEFAULTS["ACCEPTED_CONTENT_TYPES"])
+    if (
+        not isinstance(types, list | tuple | set | frozenset)
+        or not types
+        or not all(isinstance(t, str) and _MEDIA_TYPE.match(t.lower()) for t in types)
+    ):
+        errors.append(
+            checks.Error(
+                "QPRINT['ACCEPTED_CONTENT_TYPES'] must be a non-empty list of media types "
+                f"such as 'application/pdf', got {types!r}.",
+                hint="Without parameters (no '; charset=...'); see docs/API.md.",
+                id="qprint.E007",
             )
         )
     backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])

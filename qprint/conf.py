@@ -34,6 +34,29 @@ DEFAULTS: dict[str, Any] = {
     "DRAIN_POLL_SECONDS": 2,
     # Device socket: a draining node closes its sockets spread over this many seconds.
     "DRAIN_SPREAD_SECONDS": 5,
+    # Content types a submission may have (415 otherwise); parameters are ignored. docs/API.md.
+    "ACCEPTED_CONTENT_TYPES": (
+        "application/pdf",
+        "application/postscript",
+        "application/vnd.cups-pdf",
+        "text/plain",
+        "image/png",
+        "image/jpeg",
+        "image/pwg-raster",
+        "image/urf",
+        # raw: handed to the printer as they are (socket:// printers, CUPS raw queues)
+        "application/vnd.cups-raw",
+        "application/octet-stream",
+        "application/vnd.zebra-zpl",  # ZPL, as IPP and CUPS name it
+        "application/zpl",
+        "application/x-zpl",
+        "application/vnd.eltron-epl",  # EPL, as IPP label printers name it
+        "application/x-epl",
+        "application/vnd.escpos",  # ESC/POS receipt printers
+        "application/x-escpos",
+    ),
+    # The admin's "stuck" job filter: RECEIVED or SPOOLED for longer than this many seconds.
+    "STUCK_JOB_SECONDS": 3600,
 }
 
 
