@@ -23,7 +23,8 @@ from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext, ngettext_lazy
 
 from qprint import api
-from qprint.domain import gate
+from qprint.conf import qprint_settings
+from qprint.domain import gate, reconcile
 from qprint.errors import QPrintError
 from qprint.models import (
     ApplicationKey,
@@ -353,6 +354,22 @@ class PrintJobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
     readonly_fields = fields
 
 
+class StuckJobFilter(admin.SimpleListFilter):
+    """Jobs a device holds (RECEIVED/SPOOLED) since longer than ``QPRINT["STUCK_JOB_SECONDS"]``."""
+
+    title = _("held by the device")
+    parameter_name = "stuck"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        seconds = qprint_settings.STUCK_JOB_SECONDS
+        return [("yes", _("longer than %(minutes)s min") % {"minutes": round(seconds / 60, 1)})]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return reconcile.stuck(queryset, qprint_settings.STUCK_JOB_SECONDS)
+        return queryset
+
+
 @admin.register(PrintJob)
 class PrintJobAdmin(admin.ModelAdmin):
     list_display = (
@@ -366,7 +383,12 @@ class PrintJobAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     )
-    list_filter = ("status", ("device", admin.RelatedOnlyFieldListFilter), "tenant")
+    list_filter = (
+        "status",
+        StuckJobFilter,
+        ("device", admin.RelatedOnlyFieldListFilter),
+        "tenant",
+    )
     list_select_related = ("device",)
     date_hierarchy = "created_at"
     search_fields = ("=id", "title", "idempotency_key", "device__name")

@@ -33,9 +33,8 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.domain import sql
-from qprint.domain.states import JobStatus
-from qprint.models import Device, PrintJob
+from qprint.domain import reconcile, sql
+from qprint.models import Device
 
 LEASE_HEARTBEATS = 3
 
@@ -153,19 +152,13 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
         row = cursor.fetchone()
     if row is None:
         raise Replaced(f"device {device_id} does not exist")
-    active = PrintJob.objects.filter(
-        device_id=device_id, status__in=(JobStatus.RECEIVED, JobStatus.SPOOLED)
-    ).order_by("received_at", "created_at")
     return Taken(
         enabled=bool(row[0]),
         paused=bool(row[1]),
         control_revision=int(row[2]),
         settings_revision=int(row[3]),
         settings=sql.json_value(row[4]) or {},
-        active_jobs=tuple(
-            (str(job_id), str(claim_id), status)
-            for job_id, claim_id, status in active.values_list("id", "claim_id", "status")
-        ),
+        active_jobs=reconcile.active_jobs(device_id),
     )
 
 
