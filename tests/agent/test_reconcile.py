@@ -7,13 +7,13 @@ import os
 import signal
 import socket
 import sys
-import threading
 
 from qprint.agent.config import journal_path
 from qprint.agent.journal import Journal
 from qprint.agent.printers import Printers
 from qprint.agent.spoolers import NullSpooler
 from tests.agent.conftest import CountingSpooler, eventually
+from tests.agent.raw import StallingPrinter
 
 PDF = b"%PDF-1.4\n% a document\n"
 
@@ -108,35 +108,6 @@ async def test_an_option_the_printer_cannot_do_fails_the_job_with_its_name(
     assert "cannot apply copies" in event["message"]
     assert event["detail"] == {"reason": "spool_rejected"}
     listener.close()
-
-
-class StallingPrinter:
-    """A raw printer that accepts, reads a little, then stops reading (a jammed printer)."""
-
-    def __init__(self):
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        self.connections = 0
-        self.first_bytes = threading.Event()
-        self._conns = []
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            self.connections += 1
-            conn.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-            conn.recv(1024)
-            self.first_bytes.set()
-            self._conns.append(conn)  # never read again, never closed
-
-    def close(self):
-        self.server.close()
-        for conn in self._conns:
-            conn.close()
 
 
 async def _agent_process(server, device, state_dir, port):
