@@ -1,7 +1,7 @@
 """The agent's memory of every job and every report, in SQLite, written before each side effect.
 
-Invariants (SPEC 3.3.4), which hold across crashes because every write is a committed,
-``synchronous=FULL`` transaction before the act it describes:
+Invariants (docs/AGENT.md, "The journal"), which hold across crashes because every write is a
+committed, ``synchronous=FULL`` transaction before the act it describes:
 
 - A job is marked ``SUBMITTING`` before the spooler is called. A job the journal holds as
   ``SUBMITTING`` (the agent died during submission) is never submitted again: recovery turns it

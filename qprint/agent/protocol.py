@@ -28,7 +28,7 @@ COMMAND_TYPES = ("CANCEL_JOB", "PRINT_TEST_PAGE", "REPORT_PRINTERS")
 
 
 class CloseCode(IntEnum):
-    """Close codes the server uses (SPEC 3.6)."""
+    """Close codes the server uses (docs/PROTOCOL.md)."""
 
     GOING_AWAY = 1001
     SERVICE_RESTART = 1012
@@ -123,9 +123,9 @@ def parse_settings(frame: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 def parse_command(frame: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """``(command_id, command type, payload)`` of a ``command`` frame.
 
-    SPEC 3.6 writes the frame as ``{command_id, type, payload}`` while ``type`` already names the
-    frame; the command's own type is read from ``command_type`` (what the server sends), else
-    ``kind``, else a nested ``command`` object.
+    The frame is ``{command_id, command_type, payload}`` (docs/PROTOCOL.md): ``type`` already
+    names the frame. The command's own type is read from ``command_type`` (what the server
+    sends), else ``kind``, else a nested ``command`` object.
     """
     nested = frame.get("command") if isinstance(frame.get("command"), dict) else {}
     command_id = frame.get("command_id") or nested.get("command_id") or nested.get("id")
