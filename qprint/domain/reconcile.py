@@ -30,7 +30,7 @@ def active(queryset: QuerySet[PrintJob] | None = None) -> QuerySet[PrintJob]:
 def active_jobs(device_id: int) -> tuple[tuple[str, str, str], ...]:
     """``(job_id, claim_id, status)`` of the device's active jobs, oldest received first."""
     rows = (
-        active(PrintJob.objects.filter(device_id=device_id))
+        active(PrintJob.objects.filter(device_id=device_id, claim_id__isnull=False))
         .order_by("received_at", "created_at")
         .values_list("id", "claim_id", "status")
     )
