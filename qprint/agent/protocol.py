@@ -98,18 +98,18 @@ def parse_hello(frame: dict[str, Any]) -> Hello:
 
 
 def _active_jobs(value: Any) -> tuple[tuple[str, str, str], ...] | None:
+    """hello's ``active_jobs``; an entry without a job id, claim id and status is left out (the
+    connection must not fail on it: the job is then reconciled on a later hello, or by a person)."""
     if value is None:
         return None
     if not isinstance(value, list):
         raise ProtocolError("'active_jobs' must be a list")
-    jobs = []
-    for item in value:
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(k), str) and item[k] for k in ("job_id", "claim_id", "status")
-        ):
-            raise ProtocolError(f"bad active job {item!r}: job_id, claim_id and status needed")
-        jobs.append((item["job_id"], item["claim_id"], item["status"]))
-    return tuple(jobs)
+    return tuple(
+        (item["job_id"], item["claim_id"], item["status"])
+        for item in value
+        if isinstance(item, dict)
+        and all(isinstance(item.get(k), str) and item[k] for k in ("job_id", "claim_id", "status"))
+    )
 
 
 def parse_control(frame: dict[str, Any]) -> tuple[int, bool]:

@@ -259,6 +259,16 @@ class CupsSpooler(Spooler):
             server += ":631"
         return ipp.IppClient(f"ipp://{server}/printers/{queue}", timeout=10)
 
+    def _capabilities(self, queue: str | None) -> dict[str, Any]:
+        """What the queue reports it can do; empty (nothing refused) when it cannot be asked."""
+        client = self._ipp(queue) if queue else None
+        if client is None:
+            return {}
+        try:
+            return ipp.describe(client.printer_attributes())[1]
+        except ipp.IppError:
+            return {}
+
     def _queue_status(self, queue: str) -> str:
         out = self._run("lpstat", "-p", queue)
         if "disabled" in out:
@@ -303,14 +313,9 @@ class CupsSpooler(Spooler):
         destination = self._destination(job.printer)
         try:
             opts = o.normalize(job.options)
-            queue = destination or self.default_printer()
-            client = self._ipp(queue) if queue else None
-            if client is not None and not opts.plain:
-                try:
-                    _, caps = ipp.describe(client.printer_attributes())
-                except ipp.IppError:
-                    caps = {}
-                o.check(opts, caps, f"cups:{queue}")
+            if not opts.plain:
+                queue = destination or self.default_printer()
+                o.check(opts, self._capabilities(queue), f"cups:{queue}")
         except o.OptionError as exc:
             raise SpoolRejected(str(exc)) from exc
         args = ["lp"]
