@@ -16,7 +16,14 @@ import httpx
 
 from qprint.agent import journal as j
 from qprint.agent.protocol import Endpoints
-from qprint.agent.spoolers import AlreadySpooled, Outcome, Spooler, SpoolJob, SpoolRejected
+from qprint.agent.spoolers import (
+    AlreadySpooled,
+    Outcome,
+    Spooler,
+    SpoolInterrupted,
+    SpoolJob,
+    SpoolRejected,
+)
 
 logger = logging.getLogger("qprint.agent")
 
@@ -300,6 +307,9 @@ class JobRunner:
             self._finish(
                 a.job_id, "FAILED", f"spooler refused the document: {exc}", "spool_rejected"
             )
+            return
+        except SpoolInterrupted as exc:  # part of the document may have been printed
+            self._finish(a.job_id, "OUTCOME_UNKNOWN", str(exc), "interrupted_transfer")
             return
         except AlreadySpooled as exc:
             self._finish(a.job_id, "PRINTED", f"document already written: {exc}", "already_spooled")

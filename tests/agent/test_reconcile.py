@@ -10,10 +10,10 @@ import sys
 
 from qprint.agent.config import journal_path
 from qprint.agent.journal import Journal
-from qprint.agent.printers import Printers
+from qprint.agent.printers import Printers, SocketPrinter
 from qprint.agent.spoolers import NullSpooler
 from tests.agent.conftest import CountingSpooler, eventually
-from tests.agent.raw import StallingPrinter
+from tests.agent.raw import ClosingPrinter, StallingPrinter
 
 PDF = b"%PDF-1.4\n% a document\n"
 
@@ -94,12 +94,7 @@ async def test_an_option_the_printer_cannot_do_fails_the_job_with_its_name(
     device = server.add_device()
     listener = socket.create_server(("127.0.0.1", 0))
     printers = Printers(
-        {
-            "raw": __import__("qprint.agent.printers").agent.printers.SocketPrinter(
-                "127.0.0.1", listener.getsockname()[1]
-            )
-        },
-        default="raw",
+        {"raw": SocketPrinter("127.0.0.1", listener.getsockname()[1])}, default="raw"
     )
     job = server.add_job(device, b"^XA^XZ", options={"copies": 2})
     start_agent(device, spooler=printers)
@@ -108,6 +103,22 @@ async def test_an_option_the_printer_cannot_do_fails_the_job_with_its_name(
     assert "cannot apply copies" in event["message"]
     assert event["detail"] == {"reason": "spool_rejected"}
     listener.close()
+
+
+async def test_a_raw_printer_lost_mid_document_makes_the_job_outcome_unknown(server, start_agent):
+    device = server.add_device()
+    printer = ClosingPrinter()
+    job = server.add_job(
+        device, b"\0" * (32 * 1024 * 1024), content_type="application/vnd.cups-raw"
+    )
+    start_agent(
+        device, spooler=Printers({"raw": SocketPrinter("127.0.0.1", printer.port)}, default="raw")
+    )
+    await eventually(lambda: job.status == "OUTCOME_UNKNOWN", timeout=20, message="unknown")
+    event = server.events_of(job)[-1]
+    assert event["detail"] == {"reason": "interrupted_transfer"}
+    assert "broke after" in event["message"]
+    printer.close()
 
 
 async def _agent_process(server, device, state_dir, port):
