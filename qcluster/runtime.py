@@ -7,7 +7,9 @@ Threads and why:
   database, so a database call that hangs cannot keep the process alive past the drain grace: the
   main thread then exits with ``os._exit``;
 - one **database thread** runs every statement of the runtime (heartbeat, leases, sweep), in order;
-- a small **task pool** runs the singleton tasks, so a long task does not delay the heartbeat.
+- a small **task pool** runs the singleton tasks, so a long task does not delay the heartbeat;
+- one thread per registered **worker** (``qcluster.tasks.register_worker``), on every node while it
+  is UP: told to stop when the node drains, waited for like the running tasks.
 
 States of this node (one log line per change): UP -> DRAINING (a drain request from the admin, or
 a signal) -> STOPPED (exit 0). A drain requested from the admin holds DRAINING for
@@ -31,13 +33,11 @@ from datetime import timedelta
 from typing import TypeVar
 
 from django.db import DatabaseError, close_old_connections, connections
-from django.db.models import DateTimeField, ExpressionWrapper, Value
-from django.db.models.functions import Now
 
 from qcluster import gauges, leases, nodes, runtime_config, signals, sweeper, tasks
 from qcluster.conf import cluster_settings
 from qcluster.identity import NodeIdentity
-from qcluster.models import ClusterLease, NodeStatus
+from qcluster.models import LIVE_STATUSES, ClusterSetting, NodeStatus
 
 logger = logging.getLogger("qcluster.runtime")
 
@@ -51,7 +51,8 @@ STOP_RECORD_SECONDS = 5
 #: How often the main thread looks at its flags while it waits.
 TICK_SECONDS = 0.1
 
-UP, DRAINING = "UP", "DRAINING"
+#: The runtime's own phase is one of these two node statuses (then it records STOPPED).
+UP, DRAINING = NodeStatus.UP, NodeStatus.DRAINING
 
 
 class StopRequested(Exception):
@@ -103,6 +104,9 @@ class ClusterRuntime:
         self.db = ThreadPoolExecutor(1, thread_name_prefix="qcluster-db")
         self.pool_size = max(1, len(self.task_states))
         self.pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="qcluster-task")
+        self.workers = tasks.registered_workers()
+        self.worker_stop = threading.Event()
+        self.worker_threads: dict[str, threading.Thread] = {}
 
     # --- signals and time (main thread) -------------------------------------------------------
 
@@ -222,6 +226,8 @@ class ClusterRuntime:
             self.node.version,
             os.getpid(),
         )
+        if not self.once:
+            self._start_workers()
         while True:
             started = time.monotonic()
             if self._stop_requested() and self.drain_reason != "signal":
@@ -243,8 +249,8 @@ class ClusterRuntime:
             self._sleep(self.config.heartbeat_seconds - (time.monotonic() - started))
 
     def _register(self) -> None:
-        self.config = runtime_config.load()
-        if self.once and nodes.node_status(self.node.node_id) in (UP, DRAINING, "LOST"):
+        self.config = ClusterSetting.objects.load_config()
+        if self.once and nodes.node_status(self.node.node_id) in (*LIVE_STATUSES, NodeStatus.LOST):
             # A cron cycle continues the node's life: a pending drain request must survive it.
             return
         nodes.register_start(self.node, self._live_fields())
@@ -262,7 +268,7 @@ class ClusterRuntime:
 
     def _cycle(self) -> None:
         """One heartbeat, and the duties that come with it (database thread)."""
-        self.config = runtime_config.load()
+        self.config = ClusterSetting.objects.load_config()
         beat = nodes.heartbeat(self.node, self._live_fields())
         now = time.monotonic()
         gap = now - self.last_heartbeat if self.last_heartbeat is not None else 0.0
@@ -283,6 +289,8 @@ class ClusterRuntime:
             if not beat.drain_requested:
                 self.phase, self.drain_reason = UP, ""
                 logger.info("node_up node=%s reason=drain_cancelled", self.node.node_id)
+                if not self.once:
+                    self._start_workers()
         elif beat.status != NodeStatus.DRAINING:
             nodes.mark_draining(self.node.node_id)
 
@@ -322,12 +330,9 @@ class ClusterRuntime:
         if not self.once:
             return self.watch.armed(self.config.lost_after_seconds)
         # One cycle has no history of its own: held continuously long enough (database clock).
-        since = timedelta(seconds=self.config.lost_after_seconds)
-        return ClusterLease.objects.filter(
-            name=leases.SWEEPER_LEASE,
-            holder_node_id=self.node.node_id,
-            acquired_at__lte=ExpressionWrapper(Now() - Value(since), output_field=DateTimeField()),
-        ).exists()
+        return self.leases.held_continuously_for(
+            leases.SWEEPER_LEASE, timedelta(seconds=self.config.lost_after_seconds)
+        )
 
     def _lose_sweeper(self, reason: str) -> None:
         if self.is_sweeper:
@@ -373,11 +378,52 @@ class ClusterRuntime:
     def _running_tasks(self) -> int:
         return sum(1 for s in self.task_states.values() if s.running)
 
+    def _busy(self) -> int:
+        """Running tasks plus live worker threads: what a stop waits for."""
+        return self._running_tasks() + sum(1 for t in self.worker_threads.values() if t.is_alive())
+
     def _wait_for_tasks(self) -> None:
         deadline = time.monotonic() + cluster_settings.DRAIN_GRACE_SECONDS
-        while self._running_tasks() and time.monotonic() < deadline:
+        while self._busy() and time.monotonic() < deadline:
             self._check_hard_deadline()
             time.sleep(TICK_SECONDS)
+
+    # --- workers ------------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        self.worker_stop.clear()
+        for worker in self.workers:
+            thread = self.worker_threads.get(worker.name)
+            if thread is not None and thread.is_alive():
+                continue
+            thread = threading.Thread(
+                target=self._run_worker,
+                args=(worker,),
+                name=f"qcluster-worker-{worker.name}",
+                daemon=True,  # one that will not stop must not keep the process alive
+            )
+            self.worker_threads[worker.name] = thread
+            thread.start()
+            logger.info("worker_started node=%s worker=%s", self.node.node_id, worker.name)
+
+    def _run_worker(self, worker: tasks.Worker) -> None:
+        failures = 0
+        while not self.worker_stop.is_set():
+            close_old_connections()
+            try:
+                worker.run(self.worker_stop)
+                failures = 0
+            except Exception:
+                failures += 1
+                logger.exception(
+                    "worker_failed node=%s worker=%s attempt=%d",
+                    self.node.node_id,
+                    worker.name,
+                    failures,
+                )
+            finally:
+                connections.close_all()
+            self.worker_stop.wait(min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 10)))
 
     # --- drain and stop -----------------------------------------------------------------------
 
@@ -400,6 +446,7 @@ class ClusterRuntime:
             cluster_settings.DRAIN_GRACE_SECONDS,
         )
         self._lose_sweeper("draining")
+        self.worker_stop.set()
         for state in self.task_states.values():
             state.holding = False
         signals.node_draining.send(sender=self.__class__, node_id=self.node.node_id)
@@ -408,10 +455,10 @@ class ClusterRuntime:
         waited = time.monotonic() - self.drain_started
         if waited >= cluster_settings.DRAIN_GRACE_SECONDS:
             return True
-        return self.drain_reason == "signal" and not self._running_tasks()
+        return self.drain_reason == "signal" and not self._busy()
 
     def _finish(self) -> int:
-        abandoned = self._running_tasks()
+        abandoned = self._busy()
         self._with_retry("stop", self._stop_row)
         logger.info(
             "node_stopped node=%s reason=%s abandoned_tasks=%d",
@@ -426,6 +473,7 @@ class ClusterRuntime:
         nodes.mark_stopped(self.node.node_id)
 
     def _shutdown(self, code: int, abandoned: int = 0) -> int:
+        self.worker_stop.set()
         self.db.submit(connections.close_all)
         self.db.shutdown(wait=False, cancel_futures=False)
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -72,7 +72,7 @@ def test_the_accepted_content_types_are_a_setting(device):
 )
 def test_a_bad_list_of_content_types_is_named_by_manage_py_check(value):
     with override_settings(QPRINT={"ACCEPTED_CONTENT_TYPES": value}):
-        assert [m.id for m in check_qprint_settings()] == ["qprint.E007"]
+        assert [m.id for m in check_qprint_settings()] == ["qprint.E008"]
 
 
 def test_options_the_reported_printer_can_do_are_queued(device):
