@@ -28,7 +28,12 @@ POSITIVE_INTEGERS = (
     "SOCKET_DB_THREADS",
 )
 #: Seconds of the device socket's background work (fractions allowed).
-POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
+POSITIVE_NUMBERS = (
+    "BUS_PROBE_SECONDS",
+    "DRAIN_POLL_SECONDS",
+    "DRAIN_SPREAD_SECONDS",
+    "OVERVIEW_REFRESH_SECONDS",
+)
 
 
 def _is_int(value: Any) -> bool:
