@@ -17,9 +17,17 @@ from qprint.domain import overview
 from qprint.models import Device, DevicePrinter, PrintJob
 from tests.qprint.domain import event, submit
 from tests.qprint.factories import connect, make_device
-from tests.qprint.test_admin import operator, staff  # noqa: F401  (fixture)
+from tests.qprint.test_admin import staff
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def operator(client):
+    """Staff who may view and change devices and jobs (logged in on ``client``)."""
+    user = staff("operator", "view_device", "change_device", "view_printjob", "change_printjob")
+    client.force_login(user)
+    return user
 
 
 def job_page(job) -> str:
