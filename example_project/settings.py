@@ -129,6 +129,8 @@ if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):
     else:
         if QPRINT["HEARTBEAT_SECONDS"].is_integer():
             QPRINT["HEARTBEAT_SECONDS"] = int(QPRINT["HEARTBEAT_SECONDS"])
+if env.str("QPRINT_OVERVIEW_REFRESH_SECONDS", default=""):
+    QPRINT["OVERVIEW_REFRESH_SECONDS"] = env.int("QPRINT_OVERVIEW_REFRESH_SECONDS")
 
 QCLUSTER = {}
 if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):

@@ -245,12 +245,13 @@ class DeviceAdmin(admin.ModelAdmin):
         lease_left = ExpressionWrapper(
             F("connection_lease_expires_at") - Now(), output_field=DurationField()
         )
+        seen_ago = ExpressionWrapper(Now() - F("last_seen_at"), output_field=DurationField())
         return (
             super()
             .get_queryset(request)
             .with_liveness()
             .with_queue_depth()
-            .annotate(lease_left=lease_left)
+            .annotate(lease_left=lease_left, seen_ago=seen_ago)
         )
 
     def get_fields(self, request, obj=None):
@@ -296,6 +297,11 @@ class DeviceAdmin(admin.ModelAdmin):
                 else None
             ),
             "last_seen_at": device.last_seen_at,
+            "seen_seconds_ago": (
+                max(0, round(device.seen_ago.total_seconds()))
+                if device.seen_ago is not None
+                else None
+            ),
             "control": revision_words(device.control_applied_revision, device.control_revision),
             "settings": revision_words(device.settings_applied_revision, device.settings_revision),
             "control_up_to_date": device.control_applied_revision == device.control_revision,

@@ -46,7 +46,7 @@ CHROMIUM_ARGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-VIEWPORT = {"width": 1280, "height": 900}
+VIEWPORT = {"width": 1280, "height": 960}
 ASYNC_UNSAFE = "DJANGO_ALLOW_ASYNC_UNSAFE"
 #: Playwright's own waits (milliseconds).
 TIMEOUT_MS = 20000
@@ -169,7 +169,7 @@ def reload_until(page, predicate: Callable[[], bool], timeout: float, message: s
         wait_until(check, timeout, interval=0.3, message=message)
 
 
-def screenshot(page, name: str, *, full_page: bool = True) -> Path | None:
+def screenshot(page, name: str, *, full_page: bool = False) -> Path | None:
     """Save ``<name>.png`` into ``$QPRINT_SCREENSHOT_DIR`` when it is set."""
     target = os.environ.get("QPRINT_SCREENSHOT_DIR")
     if not target:
