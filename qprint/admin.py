@@ -229,14 +229,24 @@ class DeviceAdmin(admin.ModelAdmin):
         "created_at",
     )
 
-    #: The buttons of a device's page: (action method, label, shown when).
+    #: The buttons of a device's page: (action method, label, shown when, confirmation asked).
     console_actions = (
-        ("pause_devices", _("Pause"), lambda d: not d.paused),
-        ("resume_devices", _("Resume"), lambda d: d.paused),
-        ("send_test_page", _("Send a test page"), lambda d: True),
-        ("issue_new_tokens", _("Issue a new token"), lambda d: True),
-        ("disable_devices", _("Disable"), lambda d: d.enabled),
-        ("enable_devices", _("Enable"), lambda d: not d.enabled),
+        ("pause_devices", _("Pause"), lambda d: not d.paused, ""),
+        ("resume_devices", _("Resume"), lambda d: d.paused, ""),
+        ("send_test_page", _("Send a test page"), lambda d: True, ""),
+        (
+            "issue_new_tokens",
+            _("Issue a new token"),
+            lambda d: True,
+            _("The device's current token stops working at once. Issue a new one?"),
+        ),
+        (
+            "disable_devices",
+            _("Disable"),
+            lambda d: d.enabled,
+            _("The device is disconnected and may not claim until enabled. Disable it?"),
+        ),
+        ("enable_devices", _("Enable"), lambda d: not d.enabled, ""),
     )
     #: How many queued and recent jobs a device's page lists.
     console_rows = 10
@@ -323,8 +333,8 @@ class DeviceAdmin(admin.ModelAdmin):
             ],
             "recent": list(jobs.order_by("-created_at")[: self.console_rows]),
             "actions": [
-                (name, label)
-                for name, label, shown in self.console_actions
+                (name, label, confirm)
+                for name, label, shown, confirm in self.console_actions
                 if may_change and shown(device)
             ],
         }
@@ -333,7 +343,7 @@ class DeviceAdmin(admin.ModelAdmin):
         """One of the page's buttons: the list action of that name, on this device alone."""
         if (refused := post_only(request)) is not None:
             return refused
-        if action not in {name for name, _label, _shown in self.console_actions}:
+        if action not in {row[0] for row in self.console_actions}:
             raise Http404("No such action.")
         device = self.get_object(request, unquote(object_id))
         if device is None:

@@ -6,6 +6,8 @@ Needs Playwright and Debian's Chromium (``tests/browser.py``); ``QPRINT_SCREENSH
 saves the screenshots of docs/ADMIN.md.
 """
 
+from datetime import UTC, datetime, timedelta
+
 import pytest
 from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 
@@ -166,8 +168,9 @@ def test_operator_drains_a_node_cancels_a_drain_hands_a_lease_over_and_acks_an_a
     lease = ClusterLease.objects.get(name=leases.SWEEPER_LEASE)
     page.goto(f"{base}/admin/qcluster/clusterlease/{lease.pk}/change/")
     page.fill("#id_holder_node_id", "worker-2")
-    page.fill("#id_expires_at_0", "2099-01-01")
-    page.fill("#id_expires_at_1", "00:00:00")
+    until = datetime.now(UTC) + timedelta(hours=2)  # the example project's TIME_ZONE is UTC
+    page.fill("#id_expires_at_0", until.strftime("%Y-%m-%d"))
+    page.fill("#id_expires_at_1", until.strftime("%H:%M:%S"))
     page.click("input[name=_save]")
     page.wait_for_url(f"{base}/admin/qcluster/clusterlease/")
     handed = ClusterLease.objects.get(name=leases.SWEEPER_LEASE)

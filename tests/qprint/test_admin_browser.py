@@ -187,7 +187,10 @@ def test_operator_works_a_device_and_its_jobs(browser, site, agent, superuser):
 
     # A new token: shown once, on the answer to the click; never on the device's page again.
     page.goto(device_url)
+    asked: list[str] = []
+    page.once("dialog", lambda dialog: (asked.append(dialog.message), dialog.accept()))
     click_and_load(page, 'button[data-action="issue_new_tokens"]')
+    assert "stops working" in asked[0]
     token = page.inner_text("code.qprint-secret").strip()
     assert Device.objects.get(pk=device.pk).token_hash == credentials.hash_secret(token)
     page.goto(device_url)
