@@ -224,6 +224,7 @@ class DeviceAdmin(admin.ModelAdmin):
         "connection_node",
         "connection_ready",
         "connection_lease_expires_at",
+        "connection_since",
         "last_seen_at",
         "agent_info",
         "created_at",
@@ -301,6 +302,7 @@ class DeviceAdmin(admin.ModelAdmin):
             "live": live,
             "node": device.connection_node if live else "",
             "ready": live and device.connection_ready,
+            "since": device.connection_since if live else None,
             "lease_left_seconds": (
                 max(0, round(device.lease_left.total_seconds()))
                 if live and device.lease_left is not None

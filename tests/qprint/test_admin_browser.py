@@ -110,6 +110,7 @@ def test_operator_works_a_device_and_its_jobs(browser, site, agent, superuser):
 
     reload_until(page, lambda: settled("open"), 30, f"device ready; {agent_process.log()[-2000:]}")
     assert "node-a" in page.inner_text("#qprint-connection")
+    assert "since" in page.inner_text("#qprint-connection")
 
     # Pause, then resume: each time the device applies the new revision ("up to date").
     assert click_and_load(page, 'button[data-action="pause_devices"]') == 200

@@ -3,17 +3,18 @@ queue and printers with its buttons; the print overview and its JSON refresh. Al
 Django test client; the same pages in a real browser are in ``test_admin_browser.py``."""
 
 import re
+import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import connection
+from django.db import connection as database
 from django.db.models.functions import Now
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from qprint import api
-from qprint.domain import overview
+from qprint.domain import connection, overview
 from qprint.models import Device, DevicePrinter, PrintJob
 from tests.qprint.domain import event, submit
 from tests.qprint.factories import connect, make_device
@@ -268,15 +269,15 @@ def test_disabled_offline_device_with_queued_jobs_is_listed(db):
 def test_overview_queries_of_the_job_table_are_served_by_indexes(db):
     """EXPLAIN every statement of the overview on PostgreSQL, sequential scans discouraged: none
     reads the job table sequentially (each has an index to range over)."""
-    if connection.vendor != "postgresql":
+    if database.vendor != "postgresql":
         pytest.skip("EXPLAIN plans are PostgreSQL's")
     device = make_device().device
     submit(device)
-    with CaptureQueriesContext(connection) as captured:
+    with CaptureQueriesContext(database) as captured:
         overview.print_overview()
     statements = [q["sql"] for q in captured.captured_queries]
     assert len(statements) == 7
-    with connection.cursor() as cursor:
+    with database.cursor() as cursor:
         cursor.execute("SET enable_seqscan = off")
         try:
             plans = []
@@ -290,3 +291,12 @@ def test_overview_queries_of_the_job_table_are_served_by_indexes(db):
     used = "\n".join(plans)
     for index in ("qprint_job_created_idx", "qprint_job_trouble_idx", "qprint_job_queued_idx"):
         assert index in used, used
+
+
+def test_device_page_says_since_when_the_connection_holds_the_device(client, operator):
+    device = make_device().device
+    connection.take(device.pk, uuid.uuid4(), "node-c", 20)
+    console = client.get(device_page(device)).context["console"]
+    assert (console["live"], console["node"], console["ready"]) == (True, "node-c", False)
+    assert console["since"] is not None
+    assert console["gate_code"] == "not_ready"
