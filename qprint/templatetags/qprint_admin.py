@@ -6,11 +6,15 @@ other admin page. A host that wants it on its admin index opts in with a templat
 
     {% extends "admin/index.html" %}
     {% load qprint_admin %}
-    {% block content %}{% qprint_overview %}{{ block.super }}{% endblock %}
+    {% block content %}
+    {% if not app_label %}{% qprint_overview %}{% endif %}{{ block.super }}
+    {% endblock %}
 
 Rendered filled in, then refreshed in place from the admin's JSON endpoint every
 ``QPRINT["OVERVIEW_REFRESH_SECONDS"]``. Renders nothing for a user without
-``qprint.view_printjob`` (the endpoint answers them 403). Needs
+``qprint.view_printjob`` (the endpoint answers them 403), and nothing the second time in one
+request. ``{% if not app_label %}`` keeps it off the other apps' pages, whose template extends
+the index. Needs
 ``django.template.context_processors.request``, as the admin does.
 """
 
@@ -30,6 +34,9 @@ def qprint_overview(context) -> dict:
     user = getattr(request, "user", None)
     if user is None or not user.has_perm("qprint.view_printjob"):
         return {"visible": False}
+    if getattr(request, "_qprint_overview_shown", False):  # once per page
+        return {"visible": False}
+    request._qprint_overview_shown = True
     try:
         url = reverse("admin:qprint_printjob_overview")
     except NoReverseMatch:  # the job admin is not registered on this site

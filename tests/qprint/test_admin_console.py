@@ -300,3 +300,21 @@ def test_device_page_says_since_when_the_connection_holds_the_device(client, ope
     assert (console["live"], console["node"], console["ready"]) == (True, "node-c", False)
     assert console["since"] is not None
     assert console["gate_code"] == "not_ready"
+
+
+def test_each_widget_appears_once_on_the_index_and_on_its_own_app_page_only(admin_client):
+    # The example project's admin/index.html opts in to both; every app page extends it.
+    pages = {
+        url: admin_client.get(url).content.decode()
+        for url in ("/admin/", "/admin/qprint/", "/admin/qcluster/", "/admin/auth/")
+    }
+    counts = {
+        url: (page.count('id="qprint-overview"'), page.count('id="qcluster-nodes-widget"'))
+        for url, page in pages.items()
+    }
+    assert counts == {
+        "/admin/": (1, 1),
+        "/admin/qprint/": (1, 0),
+        "/admin/qcluster/": (0, 1),
+        "/admin/auth/": (0, 0),
+    }
