@@ -321,3 +321,11 @@ def test_each_widget_appears_once_on_the_index_and_on_its_own_app_page_only(admi
         "/admin/qcluster/": (0, 1),
         "/admin/auth/": (0, 0),
     }
+
+
+def test_a_bad_overview_refresh_is_named_by_the_checks(settings):
+    from django.core import checks
+
+    settings.QPRINT = {"OVERVIEW_REFRESH_SECONDS": 0}
+    messages = [m.msg for m in checks.run_checks() if m.id == "qprint.E003"]
+    assert any("OVERVIEW_REFRESH_SECONDS" in m for m in messages)
