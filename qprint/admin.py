@@ -29,7 +29,7 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext, ngettext_lazy
 
-from qprint import api, documents
+from qprint import api, documents, serializers
 from qprint.conf import qprint_settings
 from qprint.domain import gate, overview
 from qprint.domain import jobs as job_rules
@@ -167,18 +167,6 @@ def refused_on_page(modeladmin, request, object_id, error: QPrintError) -> HttpR
     response = modeladmin.change_view(request, object_id)
     response.status_code = error.status
     return response
-
-
-def overview_with_links(data: dict[str, Any]) -> dict[str, Any]:
-    """The overview's rows with the admin pages they link to."""
-    for row in data["to_look_at"]:
-        row["url"] = reverse("admin:qprint_printjob_change", args=[row["id"]])
-    for row in data["offline_with_queue"]:
-        row["url"] = reverse("admin:qprint_device_change", args=[row["id"]])
-    if data["oldest_queued"]:
-        row = data["oldest_queued"]
-        row["url"] = reverse("admin:qprint_printjob_change", args=[row["id"]])
-    return data
 
 
 # --- Devices -----------------------------------------------------------------------------------
@@ -687,7 +675,7 @@ class PrintJobAdmin(admin.ModelAdmin):
                 {"error": "permission_denied", "message": "You may not view print jobs."},
                 status=403,
             )
-        data = overview_with_links(overview.print_overview())
+        data = serializers.print_overview_object(overview.print_overview())
         data["refresh_seconds"] = qprint_settings.OVERVIEW_REFRESH_SECONDS
         response = JsonResponse(data)
         response["Cache-Control"] = "no-store"

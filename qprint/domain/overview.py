@@ -12,7 +12,8 @@ seconds on a busy database (``tests/qprint/test_overview.py`` checks the plans o
   :data:`LIMIT`: one probe of ``qprint_job_next_idx`` per device;
 - the oldest QUEUED job and its age: the first row of the partial index ``qprint_job_queued_idx``.
 
-Times and ages are on the database clock. The values are plain JSON types.
+Times and ages are on the database clock. The JSON of the admin's refresh is
+``qprint.serializers.print_overview_object``.
 """
 
 from __future__ import annotations
@@ -63,11 +64,11 @@ def jobs_to_look_at(limit: int = LIMIT) -> tuple[list[dict[str, Any]], int]:
     )[:limit]
     return [
         {
-            "id": str(row["id"]),
+            "id": row["id"],
             "title": row["title"],
             "status": row["status"],
             "status_reason": row["status_reason"],
-            "finished_at": row["finished_at"].isoformat(),
+            "finished_at": row["finished_at"],
             "device": f"{row['device__tenant']}/{row['device__name']}",
         }
         for row in rows
@@ -87,7 +88,7 @@ def offline_devices_with_queued_jobs(limit: int = LIMIT) -> tuple[list[dict[str,
             "device": f"{row['tenant']}/{row['name']}",
             "enabled": row["enabled"],
             "queue_depth": int(row["queue_depth"]),
-            "last_seen_at": row["last_seen_at"].isoformat() if row["last_seen_at"] else None,
+            "last_seen_at": row["last_seen_at"],
         }
         for row in rows
     ], offline.count()
@@ -106,10 +107,10 @@ def oldest_queued_job() -> dict[str, Any] | None:
     if row is None:
         return None
     return {
-        "id": str(row["id"]),
+        "id": row["id"],
         "title": row["title"],
         "device": f"{row['device__tenant']}/{row['device__name']}",
-        "created_at": row["created_at"].isoformat(),
+        "created_at": row["created_at"],
         "age_seconds": max(0.0, round(row["age"].total_seconds(), 1)),
     }
 

@@ -21,7 +21,6 @@ the index. Needs
 from django import template
 from django.urls import NoReverseMatch, reverse
 
-from qprint.admin import overview_with_links
 from qprint.conf import qprint_settings
 from qprint.domain import overview
 
@@ -45,5 +44,5 @@ def qprint_overview(context) -> dict:
         "visible": True,
         "url": url,
         "refresh_seconds": qprint_settings.OVERVIEW_REFRESH_SECONDS,
-        "data": overview_with_links(overview.print_overview()),
+        "data": overview.print_overview(),
     }

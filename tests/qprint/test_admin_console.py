@@ -232,7 +232,7 @@ def test_overview_counts_and_lists_what_needs_a_look(admin_client):
     assert [(d["device"], d["queue_depth"]) for d in data["offline_with_queue"]] == [
         ("acme/offline", 2)
     ]
-    assert data["oldest_queued"]["id"] == str(old.pk)
+    assert data["oldest_queued"]["id"] == old.pk
     assert data["oldest_queued"]["age_seconds"] >= 3 * 3600
 
     answer = admin_client.get(reverse("admin:qprint_printjob_overview"))
@@ -240,6 +240,9 @@ def test_overview_counts_and_lists_what_needs_a_look(admin_client):
     assert "no-store" in answer["Cache-Control"]
     body = answer.json()
     assert body["to_look_at"][0]["url"] == job_page(failed)
+    assert body["to_look_at"][0]["id"] == str(failed.pk)
+    assert isinstance(body["to_look_at"][0]["finished_at"], str)
+    assert body["oldest_queued"]["url"] == job_page(old)
     assert body["offline_with_queue"][0]["url"] == device_page(offline)
     assert body["refresh_seconds"] == 15
 

@@ -19,6 +19,10 @@
     return a;
   }
 
+  function when(iso) {
+    return iso ? iso.slice(0, 19).replace("T", " ") : "never";
+  }
+
   function row(cells) {
     const tr = document.createElement("tr");
     cells.forEach(function (c) { tr.appendChild(c); });
@@ -51,14 +55,14 @@
       const cell = el("td");
       cell.appendChild(link(job.url, title.length > 30 ? title.slice(0, 29) + "…" : title));
       return row([cell, el("td", job.device), el("td", job.status, { class: "bad" }),
-        el("td", job.status_reason.slice(0, 60)), el("td", job.finished_at.slice(0, 19))]);
+        el("td", job.status_reason.slice(0, 60)), el("td", when(job.finished_at))]);
     }), "Nothing to look at.", 5);
     fill("offline-with-queue", data.offline_with_queue.map(function (device) {
       const cell = el("td");
       cell.appendChild(link(device.url, device.device));
       if (!device.enabled) cell.appendChild(document.createTextNode(" (disabled)"));
       return row([cell, el("td", device.queue_depth, { class: "num" }),
-        el("td", (device.last_seen_at || "never").slice(0, 19))]);
+        el("td", when(device.last_seen_at))]);
     }), "None.", 3);
     widget.dataset.refreshedAt = new Date().toISOString();
   }
