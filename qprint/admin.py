@@ -804,3 +804,6 @@ class ApplicationKeyAdmin(admin.ModelAdmin):
             str,
             ngettext_lazy("Revoked %(count)d key.", "Revoked %(count)d keys.", "count"),
         )
+
+
+from qprint import admin_webhooks  # noqa: E402,F401  (registers the webhook admins)

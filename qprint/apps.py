@@ -21,11 +21,14 @@ class QPrintConfig(AppConfig):
             self._register_with_cluster()
 
     def _register_with_cluster(self) -> None:
-        """The singleton tasks (expiry, retention), and the node's ``connections`` gauge that
+        """The singleton tasks (expiry, retention), the webhook sender (a worker on every node),
+        and the node's ``connections`` gauge that
         ``cluster_runtime`` writes with each heartbeat (the live connection rows naming it)."""
         from qprint import cluster
         from qprint.domain import connection
         from qprint.domain.maintenance import register_tasks
+        from qprint.webhooks import sender
 
         register_tasks()
+        sender.register_worker()
         cluster.register_gauge("connections", connection.live_connections_of_node)

@@ -36,6 +36,16 @@ DEFAULTS: dict[str, Any] = {
     "DRAIN_SPREAD_SECONDS": 5,
     # Admin: the print overview on the Printing app page refreshes this often.
     "OVERVIEW_REFRESH_SECONDS": 15,
+    # Webhooks: allow http:// URLs (https only by default).
+    "WEBHOOK_ALLOW_HTTP": False,
+    # Webhooks: host names, addresses or networks (CIDR) allowed although private, loopback or
+    # link-local (refused by default).
+    "WEBHOOK_ALLOWED_HOSTS": [],
+    # Webhooks: deliveries in flight at once per sending process.
+    "WEBHOOK_MAX_IN_FLIGHT": 16,
+    # GET api/v1/jobs/<id>?wait=: the job is re-read this often besides the change notices (what
+    # a lost notice can cost, e.g. without Redis across nodes).
+    "JOB_WAIT_RECHECK_SECONDS": 2,
 }
 
 

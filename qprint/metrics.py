@@ -80,4 +80,51 @@ def render() -> str:
     _metric(lines, "qprint_wake_queue_depth", "gauge", "Wakeups waiting in the publisher's queue.")
     depth = installed.queue.qsize() if installed else 0
     lines.append(f"qprint_wake_queue_depth{{{here}}} {depth}")
+    lines.extend(webhook_lines())
     return "\n".join(lines) + "\n"
+
+
+def webhook_lines() -> list[str]:
+    """The webhook outbox (database: rows by status, oldest undelivered) and this process's
+    sender (attempts by outcome, latency from the event to the receiver's 2xx)."""
+    from qprint.webhooks import outbox, sender
+
+    lines: list[str] = []
+    figures = outbox.webhook_figures()
+    _metric(
+        lines, "qprint_webhook_deliveries", "gauge", "Webhook deliveries in the outbox by status."
+    )
+    for status, count in sorted(figures.by_status.items()):
+        lines.append(f'qprint_webhook_deliveries{{status="{status}"}} {count}')
+    _metric(
+        lines,
+        "qprint_webhook_oldest_undelivered_seconds",
+        "gauge",
+        "Age of the oldest webhook delivery not yet delivered (0: none).",
+    )
+    lines.append(
+        f"qprint_webhook_oldest_undelivered_seconds {figures.oldest_undelivered_seconds:.3f}"
+    )
+
+    here = f'node="{_label(cluster.node_id())}",pid="{os.getpid()}"'
+    sent = sender.figures
+    with sent.lock:
+        attempts = dict(sent.attempts)
+        buckets, count, total = list(sent.latency_buckets), sent.latency_count, sent.latency_sum
+    _metric(
+        lines, "qprint_webhook_attempts_total", "counter", "Webhook delivery attempts by outcome."
+    )
+    for outcome, n in sorted(attempts.items()):
+        lines.append(f'qprint_webhook_attempts_total{{{here},outcome="{outcome}"}} {n}')
+    _metric(
+        lines,
+        "qprint_webhook_delivery_latency_seconds",
+        "histogram",
+        "From the event (the outbox row) to the receiver's 2xx answer.",
+    )
+    for bound, n in zip(sender.LATENCY_BUCKETS, buckets, strict=True):
+        lines.append(f'qprint_webhook_delivery_latency_seconds_bucket{{{here},le="{bound}"}} {n}')
+    lines.append(f'qprint_webhook_delivery_latency_seconds_bucket{{{here},le="+Inf"}} {count}')
+    lines.append(f"qprint_webhook_delivery_latency_seconds_sum{{{here}}} {total:.6f}")
+    lines.append(f"qprint_webhook_delivery_latency_seconds_count{{{here}}} {count}")
+    return lines

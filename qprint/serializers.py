@@ -167,3 +167,36 @@ def print_overview_object(overview: dict[str, Any]) -> dict[str, Any]:
             "url": job_url(oldest["id"]),
         },
     }
+
+
+def webhook_object(endpoint, secret: str | None = None) -> dict[str, Any]:
+    """A webhook endpoint; ``secret`` only in the answer that made (or rotated) it."""
+    data = {
+        "id": str(endpoint.id),
+        "url": endpoint.url,
+        "events": endpoint.events,
+        "description": endpoint.description,
+        "created_at": timestamp(endpoint.created_at),
+        "previous_secret_expires_at": timestamp(endpoint.previous_secret_expires_at),
+    }
+    if secret is not None:
+        data["secret"] = secret
+    return data
+
+
+def delivery_object(delivery) -> dict[str, Any]:
+    """One delivery of the outbox (``GET api/v1/webhooks/<id>/deliveries``)."""
+    return {
+        "id": delivery.id,
+        "event_id": delivery.event_id,
+        "type": delivery.type,
+        "status": delivery.status,
+        "attempts": delivery.attempts,
+        "last_status": delivery.last_status_code,
+        "last_error": delivery.last_error,
+        "next_attempt_at": timestamp(
+            delivery.next_attempt_at if delivery.status in ("PENDING", "SENDING") else None
+        ),
+        "created_at": timestamp(delivery.created_at),
+        "delivered_at": timestamp(delivery.delivered_at),
+    }

@@ -18,6 +18,10 @@ Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``
 matches no row means another connection took the device, and the caller closes with 4000
 (:class:`Replaced`). :func:`read` is the same answer as :func:`ping` without renewing, for a wakeup.
 
+When an endpoint of the device's tenant wants ``device.connected`` / ``device.disconnected``
+webhooks, :func:`take` and :func:`clear` run in one transaction with the outbox rows announcing
+them (``qprint.webhooks.outbox.announcing_device``); otherwise the statement runs alone, as always.
+
 The state a statement returns (:class:`DeviceState`) carries the inputs of the claim gate
 (:mod:`qprint.domain.gate`), the lease judged in the same statement, so the session decides
 ``wake`` exactly as a claim would. The functions are synchronous (Django's connection); the socket
@@ -34,6 +38,7 @@ from django.db import connection as db
 
 from qprint.domain import sql
 from qprint.models import Device
+from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
 LEASE_HEARTBEATS = 3
 
@@ -130,7 +135,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
     t = sql.tables()
-    with db.cursor() as cursor:
+    with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {t["device"]} SET
@@ -148,8 +153,9 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             ],
         )
         row = cursor.fetchone()
-    if row is None:
-        raise Replaced(f"device {device_id} does not exist")
+        if row is None:
+            raise Replaced(f"device {device_id} does not exist")
+        announce()
     return Taken(
         enabled=bool(row[0]),
         paused=bool(row[1]),
@@ -228,7 +234,10 @@ def mark_ready(
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     """Forget this connection (socket closed). False when a newer connection holds the row."""
     t = sql.tables()
-    with db.cursor() as cursor:
+    with (
+        outbox.announcing_device(device_id, DEVICE_DISCONNECTED) as announce,
+        db.cursor() as cursor,
+    ):
         cursor.execute(
             f"""
             UPDATE {t["device"]} SET
@@ -238,7 +247,10 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
             """,
             [device_id, sql.uuid_param(connection_id)],
         )
-        return cursor.rowcount == 1
+        cleared = cursor.rowcount == 1
+        if cleared:
+            announce()
+    return cleared
 
 
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:

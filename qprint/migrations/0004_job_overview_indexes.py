@@ -30,7 +30,7 @@ class Migration(migrations.Migration):
     atomic = False  # CREATE INDEX CONCURRENTLY cannot run inside a transaction
 
     dependencies = [
-        ("qprint", "0002_job_expiry_default"),
+        ("qprint", "0003_webhooks"),
     ]
 
     operations = [

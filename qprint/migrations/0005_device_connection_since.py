@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('qprint', '0003_job_overview_indexes'),
+        ('qprint', '0004_job_overview_indexes'),
     ]
 
     operations = [
