@@ -34,6 +34,8 @@ DEFAULTS: dict[str, Any] = {
     "DRAIN_POLL_SECONDS": 2,
     # Device socket: a draining node closes its sockets spread over this many seconds.
     "DRAIN_SPREAD_SECONDS": 5,
+    # Admin: the print overview on the Printing app page refreshes this often.
+    "OVERVIEW_REFRESH_SECONDS": 15,
     # Webhooks: allow http:// URLs (https only by default).
     "WEBHOOK_ALLOW_HTTP": False,
     # Webhooks: host names, addresses or networks (CIDR) allowed although private, loopback or

@@ -6,9 +6,10 @@ compared on the **database clock**; ``connection_ready`` says the device has rep
 applied. This module is the only writer of those four columns, and every write is ONE statement:
 
 - :func:`take` - a new connection takes the row unconditionally (newest wins), not ready, lease
-  ``now() + 3 x heartbeat``; one read after it lists the device's jobs in RECEIVED or SPOOLED
-  (``hello``'s ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The
-  caller then publishes ``replaced`` so an older socket closes.
+  ``now() + 3 x heartbeat``, and ``connection_since = now()`` (shown to people, read by no
+  rule); one read after it lists the device's jobs in RECEIVED or SPOOLED (``hello``'s
+  ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The caller then
+  publishes ``replaced`` so an older socket closes.
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat.
@@ -143,7 +144,8 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             f"""
             UPDATE {t["device"]} SET
                 connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+                connection_since = {sql.now()}
             WHERE id = %s
             RETURNING enabled, paused, control_revision, settings_revision, settings
             """,

@@ -306,6 +306,17 @@ def _locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob
     return locked
 
 
+def may_cancel(job: PrintJob) -> bool:
+    """Whether :func:`cancel_job` would still do something for ``job`` as read: it is not final
+    and no cancel is already asked of its device (the admin offers the action on that)."""
+    return not is_final(job.status) and not job.cancel_requested
+
+
+def reprints_of(job: PrintJob) -> QuerySet:
+    """The jobs made by reprinting ``job``, oldest first."""
+    return PrintJob.objects.filter(reprint_of=job).order_by("created_at")
+
+
 def cancel_job(
     job: PrintJob | uuid.UUID | str, *, tenant: str | None = None, by: str = ""
 ) -> PrintJob:
