@@ -11,9 +11,11 @@
   identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
 - ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
+- ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
 """
 
 import ipaddress
+import re
 from typing import Any
 
 from django.apps import apps
@@ -36,8 +38,11 @@ POSITIVE_NUMBERS = (
     "BUS_PROBE_SECONDS",
     "DRAIN_POLL_SECONDS",
     "DRAIN_SPREAD_SECONDS",
+    "OVERVIEW_REFRESH_SECONDS",
     "JOB_WAIT_RECHECK_SECONDS",
+    "STUCK_JOB_SECONDS",
 )
+_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 
 
 def _is_int(value: Any) -> bool:
@@ -123,6 +128,20 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             checks.Error(
                 f"QPRINT['JOB_TTL_SECONDS'] must be a positive integer or None, got {ttl!r}.",
                 id="qprint.E004",
+            )
+        )
+    types = user.get("ACCEPTED_CONTENT_TYPES", DEFAULTS["ACCEPTED_CONTENT_TYPES"])
+    if (
+        not isinstance(types, list | tuple | set | frozenset)
+        or not types
+        or not all(isinstance(t, str) and _MEDIA_TYPE.match(t.lower()) for t in types)
+    ):
+        errors.append(
+            checks.Error(
+                "QPRINT['ACCEPTED_CONTENT_TYPES'] must be a non-empty list of media types "
+                f"such as 'application/pdf', got {types!r}.",
+                hint="Without parameters (no '; charset=...'); see docs/API.md.",
+                id="qprint.E008",
             )
         )
     errors.extend(_webhook_errors(user))

@@ -6,7 +6,10 @@ compared on the **database clock**; ``connection_ready`` says the device has rep
 applied. This module is the only writer of those four columns, and every write is ONE statement:
 
 - :func:`take` - a new connection takes the row unconditionally (newest wins), not ready, lease
-  ``now() + 3 x heartbeat``. The caller then publishes ``replaced`` so an older socket closes.
+  ``now() + 3 x heartbeat``, and ``connection_since = now()`` (shown to people, read by no
+  rule); one read after it lists the device's jobs in RECEIVED or SPOOLED (``hello``'s
+  ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The caller then
+  publishes ``replaced`` so an older socket closes.
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat.
@@ -35,7 +38,7 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.domain import sql
+from qprint.domain import reconcile, sql
 from qprint.models import Device
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
@@ -55,6 +58,8 @@ class Taken:
     control_revision: int
     settings_revision: int
     settings: dict[str, Any]
+    #: ``(job_id, claim_id, status)`` of the device's jobs in RECEIVED or SPOOLED.
+    active_jobs: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,7 +144,8 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             f"""
             UPDATE {t["device"]} SET
                 connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+                connection_since = {sql.now()}
             WHERE id = %s
             RETURNING enabled, paused, control_revision, settings_revision, settings
             """,
@@ -160,6 +166,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
         control_revision=int(row[2]),
         settings_revision=int(row[3]),
         settings=sql.json_value(row[4]) or {},
+        active_jobs=reconcile.active_jobs(device_id),
     )
 
 

@@ -42,9 +42,12 @@ def test_layer_error_drops_and_counts(monkeypatch, caplog):
     monkeypatch.setattr(publisher, "get_channel_layer", lambda: FailingLayer())
     pub = ChannelLayerPublisher(queue_size=10)
     pub.publish("acme", 7, "job")
-    wait_until(lambda: pub.counters.dropped_layer_error == 1, 10, message="dropped")
+    line = "wake_dropped tenant=acme device=7 cause=layer_error"
+    # The publisher's thread counts the drop, then logs it: wait for both.
+    wait_until(
+        lambda: pub.counters.dropped_layer_error == 1 and line in caplog.text, 10, message="dropped"
+    )
     assert pub.counters.published == 0
-    assert "wake_dropped tenant=acme device=7 cause=layer_error" in caplog.text
 
 
 def test_metrics_show_live_connections_by_node_and_publisher_counters(transactional_db):
