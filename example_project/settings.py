@@ -7,6 +7,7 @@ node. ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (channels-redis) make it a
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -84,7 +85,7 @@ else:
         pool_max = env.int("DATABASE_POOL_MAX_SIZE", default=10)
         DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": min(2, pool_max),
+            "min_size": min(env.int("DATABASE_POOL_MIN_SIZE", default=2), pool_max),
             "max_size": pool_max,
             # A request waits this long for a free connection (or for the database to answer
             # again), then answers 503: a node cut off from its database fails fast, and a
@@ -145,6 +146,13 @@ if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):
     else:
         if QPRINT["HEARTBEAT_SECONDS"].is_integer():
             QPRINT["HEARTBEAT_SECONDS"] = int(QPRINT["HEARTBEAT_SECONDS"])
+if env.str("QPRINT_OVERVIEW_REFRESH_SECONDS", default=""):
+    QPRINT["OVERVIEW_REFRESH_SECONDS"] = env.int("QPRINT_OVERVIEW_REFRESH_SECONDS")
+
+if env.str("QPRINT_WEBHOOK_ALLOW_HTTP", default=""):
+    QPRINT["WEBHOOK_ALLOW_HTTP"] = env.bool("QPRINT_WEBHOOK_ALLOW_HTTP")
+if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
+    QPRINT["WEBHOOK_ALLOWED_HOSTS"] = env.list("QPRINT_WEBHOOK_ALLOWED_HOSTS")
 
 QCLUSTER = {}
 if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):
@@ -152,11 +160,23 @@ if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):
 if env.str("QCLUSTER_WIDGET_REFRESH_SECONDS", default=""):
     QCLUSTER["WIDGET_REFRESH_SECONDS"] = env.int("QCLUSTER_WIDGET_REFRESH_SECONDS")
 
+# Logs: `event key=value` lines by default, JSON lines with LOG_FORMAT=json (docs/OPERATIONS.md).
+LOG_FORMAT = env.str("LOG_FORMAT", default="keyvalue") or "keyvalue"
+if LOG_FORMAT not in ("keyvalue", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be keyvalue or json, not {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"event": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "event"}},
+    "formatters": {
+        "keyvalue": {"()": "qprint.logs.KeyValueFormatter"},
+        "json": {"()": "qprint.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "keyvalue",
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django": {"level": "WARNING"},

@@ -9,8 +9,13 @@
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
 - ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node
   identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
+- ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
+  of host names, addresses or networks.
+- ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
 """
 
+import ipaddress
+import re
 from typing import Any
 
 from django.apps import apps
@@ -27,9 +32,18 @@ POSITIVE_INTEGERS = (
     "MAX_FRAME_BYTES",
     "SOCKET_DB_THREADS",
     "HTTP_DB_THREADS",
+    "WEBHOOK_MAX_IN_FLIGHT",
 )
 #: Seconds of the device socket's background work (fractions allowed).
-POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
+POSITIVE_NUMBERS = (
+    "BUS_PROBE_SECONDS",
+    "DRAIN_POLL_SECONDS",
+    "DRAIN_SPREAD_SECONDS",
+    "OVERVIEW_REFRESH_SECONDS",
+    "JOB_WAIT_RECHECK_SECONDS",
+    "STUCK_JOB_SECONDS",
+)
+_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 
 
 def _is_int(value: Any) -> bool:
@@ -117,6 +131,21 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                 id="qprint.E004",
             )
         )
+    types = user.get("ACCEPTED_CONTENT_TYPES", DEFAULTS["ACCEPTED_CONTENT_TYPES"])
+    if (
+        not isinstance(types, list | tuple | set | frozenset)
+        or not types
+        or not all(isinstance(t, str) and _MEDIA_TYPE.match(t.lower()) for t in types)
+    ):
+        errors.append(
+            checks.Error(
+                "QPRINT['ACCEPTED_CONTENT_TYPES'] must be a non-empty list of media types "
+                f"such as 'application/pdf', got {types!r}.",
+                hint="Without parameters (no '; charset=...'); see docs/API.md.",
+                id="qprint.E008",
+            )
+        )
+    errors.extend(_webhook_errors(user))
     backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])
     try:
         import_string(backend)
@@ -127,4 +156,46 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                 id="qprint.E005",
             )
         )
+    return errors
+
+
+def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    allow_http = user.get("WEBHOOK_ALLOW_HTTP", DEFAULTS["WEBHOOK_ALLOW_HTTP"])
+    if not isinstance(allow_http, bool):
+        errors.append(
+            checks.Error(
+                f"QPRINT['WEBHOOK_ALLOW_HTTP'] must be True or False, got {allow_http!r}.",
+                id="qprint.E007",
+            )
+        )
+    hosts = user.get("WEBHOOK_ALLOWED_HOSTS", DEFAULTS["WEBHOOK_ALLOWED_HOSTS"])
+    if not isinstance(hosts, list | tuple) or not all(isinstance(h, str) for h in hosts):
+        errors.append(
+            checks.Error(
+                f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] must be a list of strings, got {hosts!r}.",
+                id="qprint.E007",
+            )
+        )
+        return errors
+    for host in hosts:
+        text = host.strip()
+        if "/" in text:
+            try:
+                ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                errors.append(
+                    checks.Error(
+                        f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a network.",
+                        hint="Use a host name, an address or a network such as 10.0.0.0/8.",
+                        id="qprint.E007",
+                    )
+                )
+        elif not text or any(c.isspace() for c in text):
+            errors.append(
+                checks.Error(
+                    f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a host name or address.",
+                    id="qprint.E007",
+                )
+            )
     return errors

@@ -50,6 +50,7 @@ from qprint.domain import events, gate, sql
 from qprint.domain.states import JobStatus
 from qprint.errors import NotFound
 from qprint.models import Device, EventSource, PrintJob
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
 
@@ -123,7 +124,9 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
         return _claim_step_by_step(device_id, node)
 
 
-def _claimed(job_id, device_id: int, claim_id, node: str) -> None:
+def _claimed(job_id, tenant: str, device_id: int, claim_id, node: str) -> None:
+    """Inside the claim's transaction, once the job moved: the application is told (webhooks)."""
+    outbox.announce_job(job_id, tenant, JobStatus.CLAIMED)
     logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device_id, claim_id, node)
 
 
@@ -161,7 +164,7 @@ def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
             events.record_server_event(
                 candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
             )
-            _claimed(candidate.pk, device_id, claim_id, node)
+            _claimed(candidate.pk, candidate.tenant, device_id, claim_id, node)
             return Assignment.of(candidate)
     return None
 
@@ -252,7 +255,7 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
                     assignment.claim_id,
                 )
             else:
-                _claimed(assignment.job_id, device.pk, claim_id, node)
+                _claimed(assignment.job_id, device.tenant, device.pk, claim_id, node)
             return assignment
         if candidate is None:
             return None

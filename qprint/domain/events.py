@@ -40,6 +40,7 @@ from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import EventRejected, Invalid, NotFound
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 from qprint.signals import send_job_finished_after_commit
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.events")
 
@@ -337,6 +338,7 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
 def _moved(job: PrintJob, current: str, target: str) -> None:
     """What follows a move once it commits: the device is woken, the application told."""
     logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
+    outbox.announce_job(job.pk, job.tenant, target)
     if current == JobStatus.CLAIMED:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):

@@ -4,10 +4,12 @@ from qprint.models.commands import CommandStatus, DeviceCommand
 from qprint.models.devices import Device, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
+from qprint.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApplicationKey",
     "CommandStatus",
+    "DeliveryStatus",
     "Device",
     "DeviceCommand",
     "DevicePrinter",
@@ -15,4 +17,6 @@ __all__ = [
     "PrintDocument",
     "PrintJob",
     "PrintJobEvent",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import device_operations, documents
+from qprint import device_operations, documents, metrics
 from qprint.domain import devices, jobs
 from qprint.models import Device
 from qprint.serializers import document_url, printer_object
@@ -21,6 +21,7 @@ from qprint.views.http import (
 )
 
 
+@metrics.measure_claim
 @device_endpoint("POST", run_async=True)
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
@@ -45,6 +46,7 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
     return response
 
 
+@metrics.measure_event
 @device_endpoint("POST", run_async=True)
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""
