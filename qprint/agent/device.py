@@ -31,6 +31,7 @@ from qprint.agent.connection import (
     open_socket,
     reconnect_jitter,
 )
+from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi, SocketOperations
 from qprint.agent.spoolers import Spooler
 from qprint.agent.worker import (
@@ -69,7 +70,7 @@ class DeviceAgent:
         self.spooler = spooler
         self.urls = UrlRotation(config.urls)
         self.backoff = Backoff(config.backoff_initial, config.backoff_max)
-        self.journal = j.Journal(device.journal_path)
+        self.journal = AsyncJournal(device.journal_path, self.name)
         self.http = httpx.AsyncClient(
             headers={
                 "Authorization": f"Bearer {device.token}",
@@ -105,8 +106,8 @@ class DeviceAgent:
 
     async def run(self) -> str:
         """Run until stopped (SIGTERM) or refused; returns why it ended."""
-        interrupted = self.journal.recover()
-        self.journal.prune(self.config.journal_retention_days)
+        interrupted = await self.journal.recover()
+        await self.journal.prune(self.config.journal_retention_days)
         for entry in interrupted:
             logger.warning(
                 "job_outcome_unknown device=%s job=%s reason=interrupted_submission",
@@ -128,7 +129,7 @@ class DeviceAgent:
                 task.cancel()
             await asyncio.gather(*self._background, return_exceptions=True)
             await self.http.aclose()
-            self.journal.close()
+            await self.journal.close()
         return self.exit_reason
 
     def request_stop(self) -> None:
@@ -357,7 +358,7 @@ class DeviceAgent:
                 return
             if not resumed:
                 resumed = True
-                for entry in self.journal.jobs_in(j.SPOOLED):
+                for entry in await self.journal.jobs_in(j.SPOOLED):
                     await self.jobs.finish_spooled(self.endpoints, entry)
             if self._reconcile is not None:
                 active, self._reconcile = self._reconcile, None

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from qprint.agent import journal as j
+from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi
 from qprint.agent.protocol import Endpoints
 from qprint.agent.spoolers import (
@@ -50,7 +51,11 @@ class Reporter:
     """
 
     def __init__(
-        self, device: str, journal: j.Journal, http: httpx.AsyncClient, api: DeviceApi | None = None
+        self,
+        device: str,
+        journal: AsyncJournal,
+        http: httpx.AsyncClient,
+        api: DeviceApi | None = None,
     ):
         self.device = device
         self.journal = journal
@@ -62,7 +67,7 @@ class Reporter:
         """True when nothing is left to send."""
         async with self._lock:
             while True:
-                batch = self.journal.pending()
+                batch = await self.journal.pending()
                 if not batch:
                     return True
                 for report in batch:
@@ -82,7 +87,7 @@ class Reporter:
             return False
         status = response.status_code
         if status in (200, 201):
-            self.journal.acknowledge(report.seq, "ok")
+            await self.journal.acknowledge(report.seq, "ok")
             return True
         if status in (401, 403, 408, 429) or status >= 500:
             logger.info(
@@ -90,7 +95,7 @@ class Reporter:
             )
             return False
         code = error_code(response)
-        self.journal.acknowledge(report.seq, f"{status}:{code}")
+        await self.journal.acknowledge(report.seq, f"{status}:{code}")
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
             self.device,
@@ -102,7 +107,7 @@ class Reporter:
         )
         if code == "job_cancelled" and report.job_id:
             # Cancelled before we received it: never print it.
-            self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
+            await self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
         return True
 
 
@@ -146,7 +151,7 @@ class JobRunner:
     def __init__(
         self,
         device: str,
-        journal: j.Journal,
+        journal: AsyncJournal,
         http: httpx.AsyncClient,
         reporter: Reporter,
         spooler: Spooler,
@@ -161,11 +166,11 @@ class JobRunner:
 
     async def handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
         a = assignment
-        entry = self.journal.job(a.job_id)
+        entry = await self.journal.job(a.job_id)
         if entry is not None and not entry.may_submit:
             # Submitted before (or final): never again. Tell the server what we know.
-            if entry.final and not self.journal.has_pending(a.job_id):
-                self.journal.requeue_final_event(a.job_id, a.claim_id)
+            if entry.final and not await self.journal.has_pending(a.job_id):
+                await self.journal.requeue_final_event(a.job_id, a.claim_id)
             logger.info(
                 "job_replay_not_resubmitted device=%s job=%s state=%s",
                 self.device,
@@ -176,14 +181,14 @@ class JobRunner:
                 await self.finish_spooled(endpoints, entry)
             await self.reporter.flush(endpoints)
             return DONE
-        entry = self.journal.remember_claim(a.job_id, a.claim_id, a.title, a.body)
+        entry = await self.journal.remember_claim(a.job_id, a.claim_id, a.title, a.body)
         logger.info("job_claimed device=%s job=%s claim=%s", self.device, a.job_id, a.claim_id)
 
         data, failure = await self._download(endpoints, a)
         if failure == RETRY_LATER:
             return RETRY_LATER
         if failure is not None:
-            self.journal.advance(
+            await self.journal.advance(
                 a.job_id,
                 "FAILED",
                 event="FAILED",
@@ -197,15 +202,17 @@ class JobRunner:
             await self.reporter.flush(endpoints)
             return DONE
 
-        self.journal.advance(a.job_id, j.RECEIVED, event="RECEIVED", expect=frozenset({j.CLAIMED}))
+        await self.journal.advance(
+            a.job_id, j.RECEIVED, event="RECEIVED", expect=frozenset({j.CLAIMED})
+        )
         if not await self.reporter.flush(endpoints):
             return RETRY_LATER  # RECEIVED not acknowledged yet: the next claim replays this job
-        entry = self.journal.job(a.job_id)
+        entry = await self.journal.job(a.job_id)
         assert entry is not None
-        if entry.state != j.RECEIVED or self._received_refused(a.job_id):
+        if entry.state != j.RECEIVED or await self._received_refused(a.job_id):
             if entry.state == j.RECEIVED:
                 # The server refused RECEIVED (stale claim, backwards): this job is not ours.
-                self.journal.advance(a.job_id, "CANCELLED", expect=frozenset({j.RECEIVED}))
+                await self.journal.advance(a.job_id, "CANCELLED", expect=frozenset({j.RECEIVED}))
             logger.info(
                 "job_not_printed device=%s job=%s state=%s", self.device, a.job_id, entry.state
             )
@@ -221,10 +228,12 @@ class JobRunner:
         Once RECEIVED, the server no longer hands the job out, so the claim loop would never
         bring it back.
         """
-        for entry in self.journal.jobs_in(j.RECEIVED):
-            if self.journal.has_pending(entry.job_id) or self._received_refused(entry.job_id):
+        for entry in await self.journal.jobs_in(j.RECEIVED):
+            if await self.journal.has_pending(entry.job_id) or await self._received_refused(
+                entry.job_id
+            ):
                 continue
-            body = self.journal.assignment(entry.job_id)
+            body = await self.journal.assignment(entry.job_id)
             if body:
                 await self.handle(endpoints, Assignment.from_body(body))
 
@@ -239,9 +248,9 @@ class JobRunner:
         always and need nothing more.
         """
         for job_id, claim_id, status in active_jobs:
-            entry = self.journal.job(job_id)
+            entry = await self.journal.job(job_id)
             if entry is None:
-                self.journal.record_unknown(
+                await self.journal.record_unknown(
                     job_id,
                     claim_id,
                     f"the server has this job {status} but the agent's journal has no record "
@@ -252,8 +261,8 @@ class JobRunner:
                     self.device,
                     job_id,
                 )
-            elif entry.final and not self.journal.has_pending(job_id):
-                self.journal.requeue_final_event(job_id, claim_id)
+            elif entry.final and not await self.journal.has_pending(job_id):
+                await self.journal.requeue_final_event(job_id, claim_id)
                 logger.info(
                     "job_final_reported_again device=%s job=%s state=%s",
                     self.device,
@@ -262,10 +271,10 @@ class JobRunner:
                 )
         await self.reporter.flush(endpoints)
 
-    def _received_refused(self, job_id: str) -> bool:
+    async def _received_refused(self, job_id: str) -> bool:
         return any(
             kind == "RECEIVED" and outcome not in (None, "ok")
-            for kind, outcome in self.journal.outcomes(job_id)
+            for kind, outcome in await self.journal.outcomes(job_id)
         )
 
     async def _download(
@@ -302,26 +311,30 @@ class JobRunner:
 
     async def _submit(self, endpoints: Endpoints, a: Assignment, data: bytes) -> None:
         # The point of no return: written (and fsync'd) before the spooler sees the document.
-        if not self.journal.advance(a.job_id, j.SUBMITTING, expect=frozenset({j.RECEIVED})):
+        if not await self.journal.advance(a.job_id, j.SUBMITTING, expect=frozenset({j.RECEIVED})):
             return  # cancelled meanwhile
         job = SpoolJob(a.job_id, a.title, a.content_type, data, a.printer, a.options)
         try:
             ref = await asyncio.to_thread(self.spooler.submit, job)
         except SpoolRejected as exc:
-            self._finish(
+            await self._finish(
                 a.job_id, "FAILED", f"spooler refused the document: {exc}", "spool_rejected"
             )
             return
         except SpoolInterrupted as exc:  # part of the document may have been printed
-            self._finish(a.job_id, "OUTCOME_UNKNOWN", str(exc), "interrupted_transfer")
+            await self._finish(a.job_id, "OUTCOME_UNKNOWN", str(exc), "interrupted_transfer")
             return
         except AlreadySpooled as exc:
-            self._finish(a.job_id, "PRINTED", f"document already written: {exc}", "already_spooled")
+            await self._finish(
+                a.job_id, "PRINTED", f"document already written: {exc}", "already_spooled"
+            )
             return
         except Exception as exc:  # the spooler may or may not have the job: never guess
-            self._finish(a.job_id, "OUTCOME_UNKNOWN", f"spooler failed: {exc!r}", "spool_error")
+            await self._finish(
+                a.job_id, "OUTCOME_UNKNOWN", f"spooler failed: {exc!r}", "spool_error"
+            )
             return
-        self.journal.advance(
+        await self.journal.advance(
             a.job_id,
             j.SPOOLED,
             event="SPOOLED",
@@ -331,7 +344,7 @@ class JobRunner:
         )
         logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
         await self.reporter.flush(endpoints)
-        entry = self.journal.job(a.job_id)
+        entry = await self.journal.job(a.job_id)
         assert entry is not None
         await self.finish_spooled(endpoints, entry)
 
@@ -344,11 +357,11 @@ class JobRunner:
             )
         except Exception as exc:  # the spooler has the job; we cannot tell how it ends
             outcome = Outcome("OUTCOME_UNKNOWN", f"could not follow {entry.spool_ref}: {exc!r}")
-        self._finish(
+        await self._finish(
             entry.job_id, outcome.status, outcome.message, None, expect=frozenset({j.SPOOLED})
         )
 
-    def _finish(
+    async def _finish(
         self,
         job_id: str,
         status: str,
@@ -357,7 +370,7 @@ class JobRunner:
         expect: frozenset[str] = frozenset({j.SUBMITTING}),
     ) -> None:
         detail = {"reason": reason} if reason else {}
-        if self.journal.advance(
+        if await self.journal.advance(
             job_id, status, event=status, message=message, detail=detail, expect=expect
         ):
             log = logger.info if status == "PRINTED" else logger.warning
@@ -370,7 +383,7 @@ class CommandRunner:
     def __init__(
         self,
         device: str,
-        journal: j.Journal,
+        journal: AsyncJournal,
         http: httpx.AsyncClient,
         reporter: Reporter,
         spooler: Spooler,
@@ -382,7 +395,7 @@ class CommandRunner:
         self.spooler = spooler
 
     async def run(self, endpoints: Endpoints, command_id: str, kind: str, payload: dict) -> None:
-        if not self.journal.start_command(command_id, kind):
+        if not await self.journal.start_command(command_id, kind):
             await self.reporter.flush(endpoints)  # a repeat: its result may still be unsent
             return
         logger.info("command_started device=%s command=%s type=%s", self.device, command_id, kind)
@@ -399,7 +412,7 @@ class CommandRunner:
                 status, result = "FAILED", {"error": "unknown_command", "message": kind}
         except Exception as exc:
             status, result = "FAILED", {"error": exc.__class__.__name__, "message": str(exc)}
-        self.journal.finish_command(command_id, status, result)
+        await self.journal.finish_command(command_id, status, result)
         logger.info(
             "command_finished device=%s command=%s type=%s status=%s",
             self.device,
@@ -410,10 +423,10 @@ class CommandRunner:
         await self.reporter.flush(endpoints)
 
     async def _cancel_job(self, endpoints: Endpoints, job_id: str) -> tuple[str, dict[str, Any]]:
-        entry = self.journal.job(job_id)
+        entry = await self.journal.job(job_id)
         if entry is None:
             return "DONE", {"cancelled": False, "reason": "unknown_job"}
-        if entry.may_submit and self.journal.advance(
+        if entry.may_submit and await self.journal.advance(
             job_id,
             "CANCELLED",
             event="CANCELLED",
@@ -425,18 +438,18 @@ class CommandRunner:
             stopped = await asyncio.to_thread(self.spooler.cancel, entry.spool_ref)
             if stopped:
                 # The follower may have seen the cancellation first and recorded it.
-                self.journal.advance(
+                await self.journal.advance(
                     job_id,
                     "CANCELLED",
                     event="CANCELLED",
                     message="cancelled in the spooler on request",
                     expect=frozenset({j.SPOOLED}),
                 )
-                entry = self.journal.job(job_id)
+                entry = await self.journal.job(job_id)
                 assert entry is not None
                 if entry.state == "CANCELLED":
                     return "DONE", {"cancelled": True}
-        entry = self.journal.job(job_id)
+        entry = await self.journal.job(job_id)
         assert entry is not None
         return "DONE", {"cancelled": False, "reason": f"job is {entry.state}"}
 

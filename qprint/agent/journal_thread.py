@@ -1,0 +1,94 @@
+"""The journal as the event loop sees it: every call runs on the journal's own thread, awaited.
+
+A journal write is a ``synchronous=FULL`` commit (an fsync); made on the event loop it would
+stop every device of the process until the disk answers. ``AsyncJournal`` runs each call of
+one device's ``Journal`` on a thread of its own (a one-thread executor), so:
+
+- the SQLite connection is used from that one thread only, and the calls run one at a time in
+  the order they were made (a device's writes keep their order);
+- the caller awaits the call, so "the write is committed, then the act" holds exactly as with
+  the synchronous journal: ``await journal.advance(...)`` returns after the commit is on disk;
+- a slow disk holds up only the device whose journal it is; the loop and the other devices go on.
+
+A caller cancelled while its write is in progress does not undo it: the write commits (or not)
+on the thread, as if the agent had stopped right after it, which is what the journal's
+invariants already cover (see ``journal``). ``close`` runs after every call made before it.
+"""
+
+import asyncio
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from qprint.agent import journal as j
+
+
+class AsyncJournal:
+    """One device's journal, opened, used and closed on its own thread."""
+
+    def __init__(self, path: str | Path, name: str = "journal"):
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"journal-{name}")
+        # Opened on its thread too (the schema and the WAL switch touch the disk); once, at start.
+        self._journal: j.Journal = self._thread.submit(j.Journal, path).result()
+        self.path = self._journal.path
+
+    async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return await asyncio.wrap_future(self._thread.submit(fn, *args, **kwargs))
+
+    async def close(self) -> None:
+        await self._run(self._journal.close)
+        self._thread.shutdown(wait=False)
+
+    # -- jobs --------------------------------------------------------------------------------
+
+    async def job(self, job_id: str) -> j.JobEntry | None:
+        return await self._run(self._journal.job, job_id)
+
+    async def assignment(self, job_id: str) -> dict[str, Any]:
+        return await self._run(self._journal.assignment, job_id)
+
+    async def jobs_in(self, *states: str) -> list[j.JobEntry]:
+        return await self._run(self._journal.jobs_in, *states)
+
+    async def remember_claim(
+        self, job_id: str, claim_id: str, title: str = "", assignment: dict | None = None
+    ) -> j.JobEntry:
+        return await self._run(self._journal.remember_claim, job_id, claim_id, title, assignment)
+
+    async def advance(self, job_id: str, state: str, **kwargs: Any) -> bool:
+        return await self._run(self._journal.advance, job_id, state, **kwargs)
+
+    async def record_unknown(self, job_id: str, claim_id: str, message: str) -> bool:
+        return await self._run(self._journal.record_unknown, job_id, claim_id, message)
+
+    async def requeue_final_event(self, job_id: str, claim_id: str) -> str | None:
+        return await self._run(self._journal.requeue_final_event, job_id, claim_id)
+
+    async def recover(self) -> list[j.JobEntry]:
+        return await self._run(self._journal.recover)
+
+    async def prune(self, older_than_days: float = 30) -> int:
+        return await self._run(self._journal.prune, older_than_days)
+
+    # -- commands ----------------------------------------------------------------------------
+
+    async def start_command(self, command_id: str, kind: str) -> bool:
+        return await self._run(self._journal.start_command, command_id, kind)
+
+    async def finish_command(self, command_id: str, status: str, result: dict[str, Any]) -> None:
+        await self._run(self._journal.finish_command, command_id, status, result)
+
+    # -- outbox ------------------------------------------------------------------------------
+
+    async def pending(self, limit: int = 100) -> list[j.Report]:
+        return await self._run(self._journal.pending, limit)
+
+    async def has_pending(self, job_id: str | None = None) -> bool:
+        return await self._run(self._journal.has_pending, job_id)
+
+    async def acknowledge(self, seq: int, outcome: str) -> None:
+        await self._run(self._journal.acknowledge, seq, outcome)
+
+    async def outcomes(self, job_id: str) -> list[tuple[str, str | None]]:
+        return await self._run(self._journal.outcomes, job_id)
