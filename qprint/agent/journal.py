@@ -13,7 +13,7 @@ committed, ``synchronous=FULL`` transaction before the act it describes:
   server acknowledges it, in order, also after a restart.
 
 One journal belongs to one device; the agent opens one connection to it and uses it from one
-thread at a time.
+thread only (``journal_thread.AsyncJournal``: the event loop awaits each call made there).
 """
 
 import json
