@@ -86,6 +86,7 @@ def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Dev
     tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
+    description = inputs.text("description", description, 10000)
     token = new_secret()
     try:
         with transaction.atomic():

@@ -80,9 +80,9 @@ def jobs_of(tenant: str, *, device: str | None = None, status: str | None = None
     """The tenant's jobs (with their device), optionally of one device (by name) and status."""
     queryset = PrintJob.objects.filter(tenant=tenant).select_related("device")
     if device:
-        queryset = queryset.filter(device__name=device)
+        queryset = queryset.filter(device__name=inputs.lookup_name("device", device))
     if status:
-        if status not in JobStatus.values:
+        if not isinstance(status, str) or status not in JobStatus.values:
             raise Invalid(message=f"status: must be one of {', '.join(JobStatus.values)}")
         queryset = queryset.filter(status=status)
     return queryset
@@ -145,7 +145,7 @@ def submit_job(
             raise NotFound("unknown_device", f"No device named {device.name!r}.")
         device_name = device.name
     else:
-        device_name = device
+        device_name = inputs.required_text("device", device, 150)
     content_type = _check_content_type(content_type)
     content = _check_content(content)
     options = _check_options(options)
@@ -268,6 +268,7 @@ def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | No
 def _check_content_type(content_type: Any) -> str:
     if not isinstance(content_type, str) or not content_type.strip():
         raise Invalid(message="'content_type' is required.")
+    inputs.check_string("content_type", content_type)
     base = content_type.split(";", 1)[0].strip().lower()
     if base not in ACCEPTED_CONTENT_TYPES:
         raise UnsupportedContentType(
@@ -293,7 +294,7 @@ def _check_content(content: Any) -> bytes:
 
 
 def _check_options(options: Any) -> dict[str, Any]:
-    return inputs.json_object("options", options)
+    return inputs.json_object("options", options, qprint_settings.MAX_DETAIL_BYTES)
 
 
 def _check_priority(priority: Any) -> int:

@@ -4,9 +4,11 @@ from qprint.models.commands import CommandStatus, DeviceCommand
 from qprint.models.devices import Device, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
+from qprint.models.throttle import AuthFailureCount
 
 __all__ = [
     "ApplicationKey",
+    "AuthFailureCount",
     "CommandStatus",
     "Device",
     "DeviceCommand",

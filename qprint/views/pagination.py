@@ -16,6 +16,8 @@ from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet, Subquery
 from django.http import HttpRequest
 
+from qprint.domain import inputs
+from qprint.errors import Invalid
 from qprint.views.http import invalid
 
 DEFAULT_LIMIT = 50
@@ -43,8 +45,8 @@ def encode_cursor(values: Sequence[Any]) -> str:
 def decode_cursor(cursor: str, size: int) -> list[str]:
     try:
         padded = cursor + "=" * (-len(cursor) % 4)
-        values = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except ValueError:
+        values = inputs.parse_json("cursor", base64.urlsafe_b64decode(padded.encode()))
+    except (ValueError, Invalid):
         raise invalid("cursor", "is not a cursor this API gave out") from None
     if not isinstance(values, list) or len(values) != size:
         raise invalid("cursor", "is not a cursor this API gave out")
