@@ -41,9 +41,7 @@ class World:
     command: DeviceCommand
 
     def send(self, method: str, url: str, body: str, auth) -> Any:
-        return getattr(self.client, method)(
-            url, body, content_type="application/json", **auth.auth
-        )
+        return getattr(self.client, method)(url, body, content_type="application/json", **auth.auth)
 
     def snapshot(self) -> dict:
         """What a refused request must leave as it was."""
@@ -317,9 +315,7 @@ LIMIT_CASES = [
 @pytest.mark.parametrize(
     ("limits", "call", "code", "field"), LIMIT_CASES, ids=[f"{c[2]}-{c[3]}" for c in LIMIT_CASES]
 )
-def test_each_limit_is_configurable_and_refused_with_its_own_code(
-    world, limits, call, code, field
-):
+def test_each_limit_is_configurable_and_refused_with_its_own_code(world, limits, call, code, field):
     before = world.snapshot()
     with override_settings(QPRINT=limits):
         answer = call(world)
