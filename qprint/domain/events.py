@@ -92,7 +92,10 @@ def parse_device_event(payload: Any) -> DeviceEvent:
         )
     claim_id = _uuid_field(payload, "claim_id")
     raw_time = payload.get("occurred_at")
-    occurred_at = parse_datetime(raw_time) if isinstance(raw_time, str) else None
+    try:
+        occurred_at = parse_datetime(raw_time) if isinstance(raw_time, str) else None
+    except ValueError:  # well formed but no such time (minute 99)
+        occurred_at = None
     if occurred_at is None:
         raise Invalid(message="'occurred_at' must be an ISO 8601 date and time.")
     if occurred_at.tzinfo is None:
