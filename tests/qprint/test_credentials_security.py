@@ -37,7 +37,7 @@ def every_stored_text() -> str:
 
 def test_the_database_holds_no_secret_only_its_hash(client):
     device, token = api.create_device("acme", "front-desk")
-    key, secret = api.create_application_key("acme", "backend")
+    _, secret = api.create_application_key("acme", "backend")
     rotated = api.rotate_device_token(device)
     # The secrets were used (authenticated requests, a failed one) before looking.
     assert client.post(reverse("qprint:device-claim"), HTTP_AUTHORIZATION=f"Bearer {rotated}")
