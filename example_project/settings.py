@@ -22,7 +22,6 @@ ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else [])
 
 INSTALLED_APPS = [
     "daphne",
-    # Before the admin: qcluster adds its nodes widget to the admin index template.
     "qcluster",
     "django.contrib.admin",
     "django.contrib.auth",
@@ -51,7 +50,8 @@ WSGI_APPLICATION = None
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [],
+        # The project's own templates: its admin index adds qcluster's nodes widget.
+        "DIRS": [Path(__file__).resolve().parent / "templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [

@@ -18,13 +18,13 @@ from django.utils.translation import ngettext
 
 from qcluster import alerts, leases, nodes, overview
 from qcluster.conf import cluster_settings
-from qcluster.models import ClusterAlert, ClusterLease, ClusterNode, ClusterSetting
+from qcluster.models import ClusterAlert, ClusterLease, ClusterNode, ClusterSetting, NodeStatus
 
 STATUS_COLOURS = {
-    "UP": "#2e7d32",
-    "DRAINING": "#ef6c00",
-    "LOST": "#c62828",
-    "STOPPED": "#616161",
+    NodeStatus.UP: "#2e7d32",
+    NodeStatus.DRAINING: "#ef6c00",
+    NodeStatus.LOST: "#c62828",
+    NodeStatus.STOPPED: "#616161",
 }
 
 

@@ -6,12 +6,10 @@
 - E004 ``DRAIN_GRACE_SECONDS`` is not a number >= 0
 - E005 ``LEASE_SAFETY_SECONDS`` is not a number >= 0
 - W001 an unknown key in ``QCLUSTER`` (a typo keeps the default silently)
-- W002 ``qcluster`` is listed after ``django.contrib.admin`` (the admin index has no nodes widget)
 """
 
 from numbers import Real
 
-from django.apps import apps as django_apps
 from django.conf import settings
 from django.core.checks import Error, Tags, Warning, register
 
@@ -66,19 +64,6 @@ def check_qcluster_settings(app_configs=None, **kwargs) -> list:
                 f"Unknown QCLUSTER setting {key!r}; it is ignored.",
                 hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
                 id="qcluster.W001",
-            )
-        )
-    names = [config.name for config in django_apps.get_app_configs()]
-    admin_first = "django.contrib.admin" in names and names.index(
-        "django.contrib.admin"
-    ) < names.index("qcluster")
-    if admin_first:
-        problems.append(
-            Warning(
-                "qcluster is listed after django.contrib.admin in INSTALLED_APPS, so the "
-                "admin index shows no cluster nodes widget.",
-                hint="Put 'qcluster' before 'django.contrib.admin'.",
-                id="qcluster.W002",
             )
         )
     return problems

@@ -17,7 +17,13 @@ _gauges: dict[str, Callable[[str], int]] = {}
 
 
 def register(name: str, func: Callable[[str], int]) -> None:
-    """Register (or replace) the gauge ``name``; ``func`` receives the node id."""
+    """Register (or replace) the gauge ``name``; ``func(node_id) -> int`` is called by
+    ``cluster_runtime`` at each heartbeat, on its database thread.
+
+    Call it from ``AppConfig.ready()``. The gauge ``connections`` fills
+    ``cluster_node.connections``. ``func`` runs in the runtime process, not in the web process: it
+    reads what it counts from the database (or another shared store), not from web memory.
+    """
     if not name:
         raise ValueError("A gauge needs a name.")
     _gauges[name] = func

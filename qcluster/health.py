@@ -16,8 +16,8 @@ from django.db import DatabaseError, connection
 from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 
-from qcluster import runtime_config
-from qcluster.models import ClusterNode, NodeStatus
+from qcluster import nodes
+from qcluster.models import ClusterNode, ClusterSetting, NodeStatus
 
 UP, DEGRADED, DOWN = "UP", "DEGRADED", "DOWN"
 _RANK = {UP: 0, DEGRADED: 1, DOWN: 2}
@@ -25,7 +25,7 @@ NOT_READY_STATUSES = (NodeStatus.DRAINING, NodeStatus.STOPPED)
 
 
 def _heartbeat_check(node_id: str) -> dict:
-    config = runtime_config.load()
+    config = ClusterSetting.objects.load_config()
     row = (
         ClusterNode.objects.filter(node_id=node_id)
         .annotate(age=ExpressionWrapper(Now() - F("heartbeat_at"), output_field=DurationField()))
@@ -66,9 +66,7 @@ def health(node_id: str) -> dict:
 def readiness(node_id: str) -> dict:
     """``{"ready": bool, "node": ..., "node_status": ...}``; not ready while DRAINING/STOPPED."""
     try:
-        status = (
-            ClusterNode.objects.filter(node_id=node_id).values_list("status", flat=True).first()
-        )
+        status = nodes.node_status(node_id)
     except DatabaseError:
         return {"ready": False, "node": node_id, "reason": "database unavailable"}
     if status in NOT_READY_STATUSES:

@@ -53,5 +53,9 @@ def current() -> NodeIdentity:
 
 
 def node_id() -> str:
-    """This process's node id."""
+    """This process's node id: the same in a node's web process and in its ``cluster_runtime``.
+
+    Read once per process from ``QQQ_NODE_ID``, else ``HOSTNAME``, else the machine's hostname.
+    It is the primary key of the node's row in ``cluster_node`` (``nodes.node_status(node_id)``).
+    """
     return current().node_id

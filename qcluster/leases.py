@@ -95,6 +95,11 @@ def _now_plus(delta: timedelta):
     return ExpressionWrapper(Now() + Value(delta), output_field=DateTimeField())
 
 
+def _now_minus(delta: timedelta):
+    """``now() - delta`` on the database clock."""
+    return ExpressionWrapper(Now() - Value(delta), output_field=DateTimeField())
+
+
 def _free_or_mine(node_id: str) -> Q:
     return Q(expires_at__lt=Now()) | Q(holder_node_id=node_id) | Q(holder_node_id__isnull=True)
 
@@ -183,6 +188,20 @@ class LeaseClient:
     def release_all(self) -> list[str]:
         """Give up every lease this node holds (when it drains); returns their names."""
         return release_all_held_by(self.node_id)
+
+    def held_continuously_for(self, name: str, duration: timedelta | float) -> bool:
+        """True if this node has held the lease without a break for at least ``duration``.
+
+        On the database clock (``acquired_at`` changes only when the holder changes), so a
+        process without history of its own (``cluster_runtime --once``) can tell how long its
+        node has held a lease.
+        """
+        name = _check_name(name)
+        if not isinstance(duration, timedelta):
+            duration = timedelta(seconds=duration)
+        return ClusterLease.objects.filter(
+            name=name, holder_node_id=self.node_id, acquired_at__lte=_now_minus(duration)
+        ).exists()
 
     def is_leader(self, name: str) -> bool:
         """True while this node holds the lease with more than the safety margin left."""

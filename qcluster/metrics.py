@@ -9,7 +9,7 @@ from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 
 from qcluster import alerts, overview
-from qcluster.models import ClusterLease, ClusterNode
+from qcluster.models import LIVE_STATUSES, ClusterLease, ClusterNode
 
 
 def _label(value: str) -> str:
@@ -27,7 +27,7 @@ def render() -> str:
         "# HELP qcluster_node_connections Realtime connections each live node reports.",
         "# TYPE qcluster_node_connections gauge",
     ]
-    live = ClusterNode.objects.filter(status__in=["UP", "DRAINING"]).values_list(
+    live = ClusterNode.objects.filter(status__in=LIVE_STATUSES).values_list(
         "node_id", "connections", "running_tasks"
     )
     live = list(live)

@@ -1,4 +1,5 @@
-"""The four cluster tables (fixed names, see SPEC 2.1).
+"""The four cluster tables, with fixed names: ``cluster_node``, ``cluster_lease``,
+``cluster_setting`` and ``cluster_alert``.
 
 Only the domain modules write them: ``qcluster.nodes`` (the node registry), ``qcluster.leases``
 (the lease statements), ``qcluster.sweeper`` (LOST transitions and retention) and
@@ -10,6 +11,8 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
+
+from qcluster import runtime_config
 
 
 class NodeStatus(models.TextChoices):
@@ -92,12 +95,26 @@ class ClusterLease(models.Model):
         return self.name
 
 
+class ClusterSettingQuerySet(models.QuerySet):
+    """Reading the stored runtime settings; their rules live in ``qcluster.runtime_config``."""
+
+    def stored(self) -> dict[str, str]:
+        """``{key: value}`` as stored (one query)."""
+        return dict(self.values_list("key", "value"))
+
+    def load_config(self) -> runtime_config.RuntimeConfig:
+        """The runtime config from the stored values (one query); see ``runtime_config.parse``."""
+        return runtime_config.parse(self.stored())
+
+
 class ClusterSetting(models.Model):
     """A runtime setting every node re-reads each heartbeat; validated on every save."""
 
     key = models.CharField(_("key"), max_length=100, primary_key=True)
     value = models.TextField(_("value"))
     description = models.TextField(_("description"), blank=True, default="")
+
+    objects = ClusterSettingQuerySet.as_manager()
 
     class Meta:
         db_table = "cluster_setting"
@@ -114,10 +131,9 @@ class ClusterSetting(models.Model):
         super().save(*args, **kwargs)
 
     def clean(self) -> None:
-        from qcluster import runtime_config
-
         try:
-            self.value = runtime_config.validate(self.key, self.value)
+            stored = ClusterSetting.objects.stored()
+            self.value = runtime_config.validate(self.key, self.value, stored)
         except ValueError as exc:
             raise ValidationError({"value": str(exc)}) from exc
 

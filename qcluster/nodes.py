@@ -197,5 +197,10 @@ def cancel_drain(node_id: str, by: str) -> bool:
 
 
 def node_status(node_id: str) -> str | None:
-    """The node's status as the cluster sees it (``UP``, ``DRAINING``, ...), None if unknown."""
+    """The node's status as the cluster sees it (a ``NodeStatus`` value), None if unknown.
+
+    One indexed read. This is how a web process learns that its node is draining
+    (``"DRAINING"``): the ``node_draining`` signal is sent in the ``cluster_runtime`` process only.
+    Compare the result with ``NodeStatus`` members (they are strings).
+    """
     return ClusterNode.objects.filter(node_id=node_id).values_list("status", flat=True).first()

@@ -31,13 +31,11 @@ from datetime import timedelta
 from typing import TypeVar
 
 from django.db import DatabaseError, close_old_connections, connections
-from django.db.models import DateTimeField, ExpressionWrapper, Value
-from django.db.models.functions import Now
 
 from qcluster import gauges, leases, nodes, runtime_config, signals, sweeper, tasks
 from qcluster.conf import cluster_settings
 from qcluster.identity import NodeIdentity
-from qcluster.models import ClusterLease, NodeStatus
+from qcluster.models import LIVE_STATUSES, ClusterSetting, NodeStatus
 
 logger = logging.getLogger("qcluster.runtime")
 
@@ -51,7 +49,8 @@ STOP_RECORD_SECONDS = 5
 #: How often the main thread looks at its flags while it waits.
 TICK_SECONDS = 0.1
 
-UP, DRAINING = "UP", "DRAINING"
+#: The runtime's own phase is one of these two node statuses (then it records STOPPED).
+UP, DRAINING = NodeStatus.UP, NodeStatus.DRAINING
 
 
 class StopRequested(Exception):
@@ -243,8 +242,8 @@ class ClusterRuntime:
             self._sleep(self.config.heartbeat_seconds - (time.monotonic() - started))
 
     def _register(self) -> None:
-        self.config = runtime_config.load()
-        if self.once and nodes.node_status(self.node.node_id) in (UP, DRAINING, "LOST"):
+        self.config = ClusterSetting.objects.load_config()
+        if self.once and nodes.node_status(self.node.node_id) in (*LIVE_STATUSES, NodeStatus.LOST):
             # A cron cycle continues the node's life: a pending drain request must survive it.
             return
         nodes.register_start(self.node, self._live_fields())
@@ -262,7 +261,7 @@ class ClusterRuntime:
 
     def _cycle(self) -> None:
         """One heartbeat, and the duties that come with it (database thread)."""
-        self.config = runtime_config.load()
+        self.config = ClusterSetting.objects.load_config()
         beat = nodes.heartbeat(self.node, self._live_fields())
         now = time.monotonic()
         gap = now - self.last_heartbeat if self.last_heartbeat is not None else 0.0
@@ -322,12 +321,9 @@ class ClusterRuntime:
         if not self.once:
             return self.watch.armed(self.config.lost_after_seconds)
         # One cycle has no history of its own: held continuously long enough (database clock).
-        since = timedelta(seconds=self.config.lost_after_seconds)
-        return ClusterLease.objects.filter(
-            name=leases.SWEEPER_LEASE,
-            holder_node_id=self.node.node_id,
-            acquired_at__lte=ExpressionWrapper(Now() - Value(since), output_field=DateTimeField()),
-        ).exists()
+        return self.leases.held_continuously_for(
+            leases.SWEEPER_LEASE, timedelta(seconds=self.config.lost_after_seconds)
+        )
 
     def _lose_sweeper(self, reason: str) -> None:
         if self.is_sweeper:

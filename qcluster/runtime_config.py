@@ -1,4 +1,4 @@
-"""The runtime settings stored in ``cluster_setting``: their rules, and reading them.
+"""The runtime settings stored in ``cluster_setting``: their defaults and their rules.
 
 They live in the database, not in ``settings.py``, so an operator can change them for the whole
 cluster at once (from the admin) and every node picks the change up on its next heartbeat.
@@ -6,21 +6,15 @@ cluster at once (from the admin) and every node picks the change up on its next 
 Rules (checked on every save, by the model and so by the admin form): integers are > 0,
 ``lost_after_seconds`` >= 2 x ``heartbeat_seconds`` (a node must miss at least two heartbeats
 before it is declared lost), booleans are ``true``/``false``.
+
+This module is pure: it never reads the database. The stored values are read by the model layer
+(``ClusterSetting.objects.stored()`` and ``ClusterSetting.objects.load_config()``) and passed
+in. ``SETTINGS`` is the one place each default is written (the seed migration keeps its own frozen
+copy, as a migration must).
 """
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-
-SEEDS: dict[str, tuple[str, str]] = {
-    "heartbeat_seconds": ("15", "Every node writes its heartbeat this often (seconds)."),
-    "lost_after_seconds": (
-        "60",
-        "A node whose last heartbeat is older than this is marked LOST (seconds, at least twice "
-        "heartbeat_seconds).",
-    ),
-    "retain_stopped_days": ("7", "STOPPED and LOST nodes are deleted after this many days."),
-    "alert_on_lost": ("true", "Mail the site admins when a node is lost (true/false)."),
-}
 
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
@@ -45,20 +39,63 @@ def _boolean(key: str, value: str) -> str:
     raise ValueError(f"{key} must be true or false, got {value!r}.")
 
 
-_RULES: dict[str, Callable[[str, str], str]] = {
-    "heartbeat_seconds": _positive_int,
-    "lost_after_seconds": _positive_int,
-    "retain_stopped_days": _positive_int,
-    "alert_on_lost": _boolean,
+@dataclass(frozen=True)
+class Setting:
+    """One runtime setting: its stored default, what it means, and how its text is read."""
+
+    key: str
+    default: str
+    description: str
+    #: ``normalise(key, text)`` returns the text as stored, or raises ``ValueError`` saying why.
+    normalise: Callable[[str, str], str]
+    #: Turns normalised text into the value ``RuntimeConfig`` holds.
+    to_value: Callable[[str], object]
+
+
+SETTINGS: dict[str, Setting] = {
+    s.key: s
+    for s in (
+        Setting(
+            "heartbeat_seconds",
+            "15",
+            "Every node writes its heartbeat this often (seconds).",
+            _positive_int,
+            int,
+        ),
+        Setting(
+            "lost_after_seconds",
+            "60",
+            "A node whose last heartbeat is older than this is marked LOST (seconds, at least "
+            "twice heartbeat_seconds).",
+            _positive_int,
+            int,
+        ),
+        Setting(
+            "retain_stopped_days",
+            "7",
+            "STOPPED and LOST nodes are deleted after this many days.",
+            _positive_int,
+            int,
+        ),
+        Setting(
+            "alert_on_lost",
+            "true",
+            "Mail the site admins when a node is lost (true/false).",
+            _boolean,
+            lambda text: text == "true",
+        ),
+    )
 }
 
 
 @dataclass(frozen=True)
 class RuntimeConfig:
-    heartbeat_seconds: int = 15
-    lost_after_seconds: int = 60
-    retain_stopped_days: int = 7
-    alert_on_lost: bool = True
+    """The runtime settings as values (``parse`` builds one; ``DEFAULT`` has every default)."""
+
+    heartbeat_seconds: int
+    lost_after_seconds: int
+    retain_stopped_days: int
+    alert_on_lost: bool
 
     @property
     def sweeper_ttl_seconds(self) -> int:
@@ -66,23 +103,20 @@ class RuntimeConfig:
         return 3 * self.heartbeat_seconds
 
 
-DEFAULT = RuntimeConfig()
-
-
-def validate(key: str, value: str, stored: dict[str, str] | None = None) -> str:
+def validate(key: str, value: str, stored: Mapping[str, str]) -> str:
     """Return ``value`` normalised, or raise ``ValueError`` saying why it is refused.
 
-    ``stored`` are the other settings as they are now (read from the database when omitted), for
-    the rule that ties ``lost_after_seconds`` to ``heartbeat_seconds``.
+    ``stored`` are the settings as they are stored now (``ClusterSetting.objects.stored()``), for
+    the rule that ties ``lost_after_seconds`` to ``heartbeat_seconds``; a missing one counts as
+    its default.
     """
-    if key not in _RULES:
-        raise ValueError(f"Unknown cluster setting {key!r}; known: {', '.join(sorted(_RULES))}.")
-    normalised = _RULES[key](key, value)
+    if key not in SETTINGS:
+        raise ValueError(f"Unknown cluster setting {key!r}; known: {', '.join(sorted(SETTINGS))}.")
+    normalised = SETTINGS[key].normalise(key, value)
     if key in ("heartbeat_seconds", "lost_after_seconds"):
-        current = dict(stored) if stored is not None else _stored()
-        current[key] = normalised
-        heartbeat = int(current.get("heartbeat_seconds", SEEDS["heartbeat_seconds"][0]))
-        lost_after = int(current.get("lost_after_seconds", SEEDS["lost_after_seconds"][0]))
+        current = {**stored, key: normalised}
+        heartbeat = int(current.get("heartbeat_seconds", SETTINGS["heartbeat_seconds"].default))
+        lost_after = int(current.get("lost_after_seconds", SETTINGS["lost_after_seconds"].default))
         if lost_after < 2 * heartbeat:
             raise ValueError(
                 f"lost_after_seconds ({lost_after}) must be at least twice heartbeat_seconds "
@@ -91,31 +125,23 @@ def validate(key: str, value: str, stored: dict[str, str] | None = None) -> str:
     return normalised
 
 
-def _stored() -> dict[str, str]:
-    from qcluster.models import ClusterSetting
-
-    return dict(ClusterSetting.objects.values_list("key", "value"))
-
-
-def parse(stored: dict[str, str]) -> RuntimeConfig:
-    """The config from stored values; a missing or broken value falls back to its default."""
-    values = {}
-    for key, default in DEFAULT.__dict__.items():
-        raw = stored.get(key)
-        if raw is None:
-            values[key] = default
-            continue
+def _value(setting: Setting, raw: str | None) -> object:
+    """The value of ``raw``; its default when it is missing or broken (edited by hand in SQL)."""
+    if raw is not None:
         try:
-            text = _RULES[key](key, raw)
+            return setting.to_value(setting.normalise(setting.key, raw))
         except ValueError:
-            values[key] = default
-            continue
-        values[key] = text == "true" if isinstance(default, bool) else int(text)
+            pass
+    return setting.to_value(setting.default)
+
+
+def parse(stored: Mapping[str, str]) -> RuntimeConfig:
+    """The config from stored values; a missing or broken value falls back to its default."""
+    values = {key: _value(setting, stored.get(key)) for key, setting in SETTINGS.items()}
     if values["lost_after_seconds"] < 2 * values["heartbeat_seconds"]:
         values["lost_after_seconds"] = 2 * values["heartbeat_seconds"]
     return RuntimeConfig(**values)
 
 
-def load() -> RuntimeConfig:
-    """Read the settings from the database (one query)."""
-    return parse(_stored())
+#: Every setting at its default (what a node uses before it has read the table).
+DEFAULT = parse({})

@@ -28,8 +28,12 @@ def register(name: str, every: timedelta | float, func: Callable[[], object]) ->
     """Register ``func`` to run every ``every`` (a timedelta or seconds) on one node of the
     cluster at a time.
 
-    Call it from ``AppConfig.ready()``. Registering the same name again replaces the task (so a
-    reloaded module does not register twice).
+    Call it from ``AppConfig.ready()``. ``func()`` runs in the ``cluster_runtime`` process of the
+    node holding the lease ``task:<name>``, in the runtime's task pool (so a long run does not
+    delay the heartbeat), and only while that node is UP; an exception is logged (``task_failed``)
+    and the next run comes at the next period. Registering the same name again replaces the task
+    (so a reloaded module does not register twice). Raises ``ValueError`` for an empty name or a
+    period that is not positive.
     """
     if not name:
         raise ValueError("A task needs a name.")

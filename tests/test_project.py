@@ -2,6 +2,7 @@
 
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 
 
@@ -40,3 +41,18 @@ def test_check_names_a_bad_heartbeat_from_the_environment():
     assert result.returncode != 0
     assert "qprint.E002" in result.stderr
     assert "'abc'" in result.stderr
+
+
+def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
+    import tomllib
+
+    from tests.processes import REPO_ROOT
+
+    setuptools = pytest.importorskip("setuptools")
+    config = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    include = config["tool"]["setuptools"]["packages"]["find"]["include"]
+
+    packages = setuptools.find_packages(str(REPO_ROOT), include=include)
+
+    assert {p.split(".")[0] for p in packages} == {"qprint", "qcluster"}
+    assert {"qprint.agent", "qcluster.migrations", "qcluster.templatetags"} <= set(packages)

@@ -1,4 +1,15 @@
-"""``{% qcluster_nodes_widget %}``: the nodes-by-role table on the admin index and app page."""
+"""``{% qcluster_nodes_widget %}``: the nodes-by-role table.
+
+qcluster shows it on its own Cluster app page (``admin/qcluster/app_index.html``) and overrides no
+other admin page. A host that wants it on its admin index opts in with a template of its own,
+``templates/admin/index.html`` in one of its ``TEMPLATES["DIRS"]`` (docs/CLUSTER.md)::
+
+    {% extends "admin/index.html" %}
+    {% load qcluster_admin %}
+    {% block content %}{% qcluster_nodes_widget %}{{ block.super }}{% endblock %}
+
+The template needs ``django.template.context_processors.request`` (the admin requires it too).
+"""
 
 from django import template
 from django.urls import NoReverseMatch, reverse

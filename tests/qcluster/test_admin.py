@@ -112,6 +112,19 @@ def test_widget_counts_nodes_per_role_and_status(admin_client, nodes, settings):
         assert "qcluster/nodes_widget.js" in page
 
 
+def test_a_host_without_its_own_index_template_keeps_its_admin_index(admin_client, nodes, settings):
+    # A host that does not opt in (no templates/admin/index.html of its own): qcluster must not
+    # change its admin index; the widget is on the Cluster app page only.
+    settings.TEMPLATES = [{**settings.TEMPLATES[0], "DIRS": []}]
+
+    index = admin_client.get("/admin/").content.decode()
+    app_page = admin_client.get("/admin/qcluster/").content.decode()
+
+    assert "Site administration" in index
+    assert 'id="qcluster-nodes-widget"' not in index
+    assert 'id="qcluster-nodes-widget"' in app_page
+
+
 def test_lease_edit_forces_a_hand_over_and_bumps_version(admin_client, db):
     token = leases.as_node("node-a").try_acquire("task:report", 60)
 

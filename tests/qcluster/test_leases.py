@@ -11,7 +11,7 @@ from django.test import override_settings
 
 from qcluster import leases
 from qcluster.models import LEASE_NAME_MAX_LENGTH, ClusterLease, ClusterNode
-from tests.qcluster.conftest import expire_lease
+from tests.qcluster.conftest import db_now_minus, expire_lease
 
 A, B = leases.as_node("node-a"), leases.as_node("node-b")
 
@@ -94,6 +94,21 @@ def test_release_all_held_by_frees_only_that_nodes_leases(db):
     assert sorted(leases.release_all_held_by("node-a")) == ["one", "two"]
     assert leases.holder("one") is None and leases.holder("two") is None
     assert leases.holder("three").holder_node_id == "node-b"
+
+
+def test_held_continuously_for_counts_from_the_last_change_of_holder(db):
+    A.try_acquire("job", 30)
+    ClusterLease.objects.filter(name="job").update(acquired_at=db_now_minus(10))
+    A.renew("job", 30)  # a renewal keeps the holder: the time held goes on
+
+    assert A.held_continuously_for("job", timedelta(seconds=9))
+    assert not A.held_continuously_for("job", 11)
+    assert not B.held_continuously_for("job", 0)
+
+    expire_lease("job")
+    B.try_acquire("job", 30)  # a new holder starts from zero
+    assert not B.held_continuously_for("job", 5)
+    assert not A.held_continuously_for("job", 0)
 
 
 @pytest.mark.parametrize("name", ["", "x" * (LEASE_NAME_MAX_LENGTH + 1)])

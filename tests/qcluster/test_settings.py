@@ -1,5 +1,7 @@
 """Runtime settings in ``cluster_setting``: seeded by the migration, refused when invalid."""
 
+import dataclasses
+
 import pytest
 from django.core.exceptions import ValidationError
 
@@ -14,7 +16,8 @@ def test_migration_seeds_the_four_settings(db):
         "retain_stopped_days": "7",
         "alert_on_lost": "true",
     }
-    assert runtime_config.load() == runtime_config.RuntimeConfig(15, 60, 7, True)
+    assert ClusterSetting.objects.load_config() == runtime_config.RuntimeConfig(15, 60, 7, True)
+    assert runtime_config.RuntimeConfig(15, 60, 7, True) == runtime_config.DEFAULT
 
 
 @pytest.mark.parametrize(
@@ -44,8 +47,8 @@ def test_valid_values_are_saved_normalised(db):
     ClusterSetting(key="heartbeat_seconds", value=" 20 ").save()
 
     assert ClusterSetting.objects.get(key="alert_on_lost").value == "false"
-    assert runtime_config.load().heartbeat_seconds == 20
-    assert runtime_config.load().alert_on_lost is False
+    assert ClusterSetting.objects.load_config().heartbeat_seconds == 20
+    assert ClusterSetting.objects.load_config().alert_on_lost is False
 
 
 def test_missing_or_broken_rows_fall_back_to_defaults():
@@ -53,3 +56,23 @@ def test_missing_or_broken_rows_fall_back_to_defaults():
 
     assert config.heartbeat_seconds == 15
     assert config.lost_after_seconds == 30  # never below two heartbeats
+
+
+def test_every_setting_has_one_default_and_one_field():
+    assert {f.name for f in dataclasses.fields(runtime_config.RuntimeConfig)} == set(
+        runtime_config.SETTINGS
+    )
+    assert runtime_config.parse({}) == runtime_config.DEFAULT
+
+
+def test_validation_is_pure_the_stored_values_are_passed_in():
+    # No database here (no db fixture): the rule reads only what it is given.
+    stored = {"heartbeat_seconds": "10", "lost_after_seconds": "60"}
+
+    assert runtime_config.validate("lost_after_seconds", "20", stored) == "20"
+    with pytest.raises(ValueError, match="at least twice"):
+        runtime_config.validate("lost_after_seconds", "19", stored)
+    with pytest.raises(ValueError, match="at least twice"):
+        runtime_config.validate("heartbeat_seconds", "31", stored)
+    with pytest.raises(ValueError, match="at least twice"):  # a missing row counts as its default
+        runtime_config.validate("lost_after_seconds", "29", {})

@@ -1,5 +1,6 @@
 """The sweep: LOST once, with its alert, signal, log and mail; never a mass eviction."""
 
+import dataclasses
 import logging
 
 import pytest
@@ -56,9 +57,7 @@ def test_no_mail_when_alert_on_lost_is_false(transactional_db, settings):
     settings.ADMINS = [("Operations", "ops@example.com")]
     make_node("sweeper")
     make_node("dead", age_seconds=10)
-    quiet = runtime_config.RuntimeConfig(
-        heartbeat_seconds=1, lost_after_seconds=3, alert_on_lost=False
-    )
+    quiet = dataclasses.replace(CONFIG, alert_on_lost=False)
 
     assert sweep("sweeper", quiet).lost == ["dead"]
     assert mail.outbox == []

@@ -5,6 +5,7 @@ import time
 from django.core.management.base import BaseCommand, CommandError
 
 from qcluster import identity, nodes
+from qcluster.models import NodeStatus
 
 
 class Command(BaseCommand):
@@ -42,7 +43,7 @@ class Command(BaseCommand):
         deadline = time.monotonic() + wait
         while wait and time.monotonic() < deadline:
             status = nodes.node_status(node_id)
-            if status in ("STOPPED", "LOST", None):
+            if status in (NodeStatus.STOPPED, NodeStatus.LOST, None):
                 break
             time.sleep(0.5)
         if wait:
