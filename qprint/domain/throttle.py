@@ -8,8 +8,10 @@ authentication in that scope is refused with :class:`qprint.errors.RateLimited` 
 that a guess was right. Only failures are counted; a working credential costs nothing here.
 
 How it holds: :func:`record_failure` counts in one ``INSERT ... ON CONFLICT DO UPDATE`` per scope
-(atomic on any node; a window that ended starts again at 1), and :func:`refusal` reads the counters
-of both scopes in one SELECT. The scopes hold no secret: the prefix is stored and logged as a hash.
+(atomic on any node; a window that ended starts again at 1). The check rides on the credential's
+own lookup (:func:`throttled`, an ``EXISTS`` in the same SELECT), so a working credential costs no
+extra statement; :func:`refusal` reads the counters of both scopes when that says so, or when the
+secret is unknown. The scopes hold no secret: the prefix is stored and logged as a hash.
 Nothing else writes ``qprint_auth_failure``.
 """
 
@@ -21,7 +23,7 @@ import math
 from datetime import timedelta
 
 from django.db import connection as db
-from django.db.models import F
+from django.db.models import Exists, F
 from django.db.models.functions import Now
 
 from qprint.conf import qprint_settings
@@ -46,16 +48,26 @@ def prefix_hash(secret: str) -> str:
     return scopes("", secret)[1].removeprefix("prefix:")
 
 
+def _over_limit(source: str, secret: str):
+    window = qprint_settings.AUTH_FAILURE_WINDOW_SECONDS
+    return AuthFailureCount.objects.filter(
+        scope__in=scopes(source, secret),
+        failures__gte=qprint_settings.AUTH_FAILURE_LIMIT,
+        window_started_at__gt=Now() - timedelta(seconds=window),
+    )
+
+
+def throttled(source: str, secret: str) -> Exists:
+    """An ``EXISTS`` to annotate the credential's own lookup with, so a request whose secret is
+    right pays no statement of its own for the throttle (then call :func:`refusal`)."""
+    return Exists(_over_limit(source, secret))
+
+
 def refusal(source: str, secret: str) -> RateLimited | None:
     """The refusal of an attempt from ``source`` with ``secret``, or None when it may proceed."""
-    limit = qprint_settings.AUTH_FAILURE_LIMIT
     window = qprint_settings.AUTH_FAILURE_WINDOW_SECONDS
     rows = (
-        AuthFailureCount.objects.filter(
-            scope__in=scopes(source, secret),
-            failures__gte=limit,
-            window_started_at__gt=Now() - timedelta(seconds=window),
-        )
+        _over_limit(source, secret)
         .annotate(age=Now() - F("window_started_at"))
         .values_list("age", flat=True)
     )

@@ -19,7 +19,7 @@ from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint.domain import credentials, inputs, throttle
+from qprint.domain import credentials, inputs
 from qprint.errors import Disabled, QPrintError, RateLimited
 
 logger = logging.getLogger("qprint.http")
@@ -79,18 +79,10 @@ def client_address(request: HttpRequest) -> str:
     return request.META.get("REMOTE_ADDR") or "unknown"
 
 
-def _authenticated(request: HttpRequest, kind: str, lookup: Callable[[str], Any]) -> Any:
-    """The principal of the bearer secret, through the throttle of failed authentications
-    (:mod:`qprint.domain.throttle`): 429 once an address or a prefix failed too often."""
-    secret = bearer_token(request)
-    source = client_address(request)
-    refusal = throttle.refusal(source, secret)
-    if refusal is not None:
-        raise refusal
-    principal = lookup(secret)
-    if principal is None:
-        throttle.record_failure(source, secret, kind)
-    return principal
+def _authenticated(request: HttpRequest, kind: str, lookup: Callable[..., Any]) -> Any:
+    """The principal of the bearer secret, through the throttle of failed authentications:
+    429 once an address or a prefix failed too often (:func:`credentials.authenticate`)."""
+    return credentials.authenticate(client_address(request), bearer_token(request), lookup, kind)
 
 
 def _endpoint(

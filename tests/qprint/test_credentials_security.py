@@ -206,3 +206,22 @@ def test_successful_authentications_are_not_counted(client):
     for _ in range(30):
         assert claim(client, dev.token).status_code == 204
     assert not AuthFailureCount.objects.exists()
+
+
+def test_a_working_credential_pays_no_statement_of_its_own_for_the_throttle(client):
+    """The throttle's check rides on the credential lookup's SELECT (an EXISTS)."""
+    from django.test.utils import CaptureQueriesContext
+
+    dev = make_device()
+    connect(dev.device)
+    key = make_key()
+    for call in (
+        lambda: claim(client, dev.token),
+        lambda: client.get(reverse("qprint:devices"), **key.auth),
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            assert call().status_code in (200, 204)
+        touching = [q["sql"] for q in queries if "qprint_auth_failure" in q["sql"]]
+        assert len(touching) == 1
+        assert "EXISTS" in touching[0].upper()
+        assert "qprint_device" in touching[0] or "qprint_application_key" in touching[0]
