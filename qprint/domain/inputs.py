@@ -70,6 +70,16 @@ def required_text(name: str, value: Any, max_length: int) -> str:
     return checked
 
 
+def integer(name: str, value: Any) -> int:
+    """A JSON integer: an int, or a number with no fraction (``3.0``: JSON does not tell them
+    apart). Never a boolean."""
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise refuse(INVALID, name, "must be an integer.")
+    return value
+
+
 def lookup_name(name: str, value: Any, max_length: int = 255) -> str | None:
     """A name used only to look a row up (a device name in a URL or a query string). ``None``
     when it cannot name any row, so the caller answers as for a name that does not exist

@@ -300,8 +300,7 @@ def _check_options(options: Any) -> dict[str, Any]:
 def _check_priority(priority: Any) -> int:
     if priority is None:
         return 0
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise Invalid(message="'priority' must be an integer.")
+    priority = inputs.integer("priority", priority)
     if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
         raise Invalid(message=f"'priority' must be between -{MAX_PRIORITY} and {MAX_PRIORITY}.")
     return priority
@@ -312,6 +311,8 @@ def _check_expires_in(expires_in: Any) -> int | None:
         return qprint_settings.JOB_TTL_SECONDS
     if expires_in is None:
         return None
+    if isinstance(expires_in, float) and expires_in.is_integer():
+        expires_in = int(expires_in)
     if isinstance(expires_in, bool) or not isinstance(expires_in, int) or expires_in <= 0:
         raise Invalid(message="'expires_in' must be a positive number of seconds.")
     return expires_in

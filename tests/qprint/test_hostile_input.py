@@ -386,3 +386,13 @@ def test_a_json_depth_above_what_the_parser_can_take_is_named_by_the_check():
     with override_settings(QPRINT={"MAX_JSON_DEPTH": 5000}):
         ids = {m.id for m in checks.run_checks()}
     assert "qprint.E008" in ids
+
+
+def test_a_json_integer_written_with_a_fraction_of_zero_is_an_integer(world):
+    """JSON does not tell 3 from 3.0 (nor does docs/openapi.yaml's ``integer``)."""
+    made = submit_call(raw(submission(priority=3.0, expires_in=60.0)))(world)
+    assert made.status_code == 201, made.content
+    assert made.json()["priority"] == 3
+    refused = submit_call(raw(submission(priority=2.5)))(world)
+    assert refused.status_code == 422
+    assert "'priority'" in refused.json()["message"]
