@@ -6,7 +6,8 @@ connection) or of its jobs and printers, and the node keeps serving: a fresh con
 same device works afterwards. In-process on the consumer (``WebsocketCommunicator``); the same
 against a real Daphne node is in ``test_socket_fuzz_daphne.py``.
 
-``QPRINT_FUZZ_EXAMPLES`` raises the number of generated frames (default 40; docs/SECURITY.md).
+``QPRINT_FUZZ_EXAMPLES`` raises the number of generated frames (default 40; the long form is 1000,
+docs/SECURITY.md).
 """
 
 from __future__ import annotations
