@@ -81,7 +81,7 @@ def jobs_of(tenant: str, *, device: str | None = None, status: str | None = None
     queryset = PrintJob.objects.filter(tenant=tenant).select_related("device")
     if device:
         queryset = queryset.filter(device__name=inputs.lookup_name("device", device))
-    if status:
+    if status is not None:
         if not isinstance(status, str) or status not in JobStatus.values:
             raise Invalid(message=f"status: must be one of {', '.join(JobStatus.values)}")
         queryset = queryset.filter(status=status)

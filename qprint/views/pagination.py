@@ -23,7 +23,7 @@ MAX_LIMIT = 200
 
 def page_limit(request: HttpRequest) -> int:
     raw = request.GET.get("limit")
-    if raw in (None, ""):
+    if raw is None:
         return DEFAULT_LIMIT
     try:
         limit = int(raw)

@@ -396,3 +396,11 @@ def test_a_json_integer_written_with_a_fraction_of_zero_is_an_integer(world):
     refused = submit_call(raw(submission(priority=2.5)))(world)
     assert refused.status_code == 422
     assert "'priority'" in refused.json()["message"]
+
+
+def test_an_empty_query_parameter_is_refused_not_read_as_absent(world):
+    """``?limit=`` and ``?status=`` are not the defaults: docs/openapi.yaml gives their shape."""
+    for query in ("?limit=", "?status=", "?cursor="):
+        answer = world.client.get(reverse("qprint:jobs") + query, **world.key.auth)
+        assert answer.status_code == 422, query
+        assert answer.json()["error"] == "invalid"
