@@ -9,11 +9,11 @@
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
 - ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node
   identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
-- ``qprint.E007``: an input limit or the authentication throttle (``MAX_JSON_DEPTH``,
+- ``qprint.E009``: an input limit or the authentication throttle (``MAX_JSON_DEPTH``,
   ``MAX_JSON_ITEMS``, ``MAX_PRINTERS``, ``MAX_DETAIL_BYTES``, ``MAX_SETTINGS_BYTES``,
   ``MAX_MESSAGE_LENGTH``, ``MAX_FRAMES_PER_SECOND``, ``AUTH_FAILURE_LIMIT``,
   ``AUTH_FAILURE_WINDOW_SECONDS``) is not a positive integer.
-- ``qprint.E008``: ``MAX_JSON_DEPTH`` is above 200 (the JSON parser's own stack would give out
+- ``qprint.E010``: ``MAX_JSON_DEPTH`` is above 200 (the JSON parser's own stack would give out
   first: a deep body would be refused by the parser, not by the limit).
 """
 
@@ -33,7 +33,7 @@ POSITIVE_INTEGERS = (
     "MAX_FRAME_BYTES",
     "SOCKET_DB_THREADS",
 )
-#: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E007``.
+#: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (
     "MAX_FRAMES_PER_SECOND",
     "MAX_JSON_DEPTH",
@@ -135,7 +135,7 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                 checks.Error(
                     f"QPRINT[{key!r}] must be a positive integer, got {value!r}.",
                     hint='See docs/SECURITY.md, "Limits".',
-                    id="qprint.E007",
+                    id="qprint.E009",
                 )
             )
     depth = user.get("MAX_JSON_DEPTH", DEFAULTS["MAX_JSON_DEPTH"])
@@ -143,7 +143,7 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
         errors.append(
             checks.Error(
                 f"QPRINT['MAX_JSON_DEPTH'] is {depth}; the most is {MAX_JSON_DEPTH_CEILING}.",
-                id="qprint.E008",
+                id="qprint.E010",
             )
         )
 

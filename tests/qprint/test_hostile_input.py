@@ -379,13 +379,13 @@ def test_host_code_meets_the_same_boundary(world):
 def test_a_limit_that_is_not_a_positive_integer_is_named_by_the_check(name):
     with override_settings(QPRINT={name: 0}):
         ids = {m.id for m in checks.run_checks()}
-    assert "qprint.E007" in ids
+    assert "qprint.E009" in ids
 
 
 def test_a_json_depth_above_what_the_parser_can_take_is_named_by_the_check():
     with override_settings(QPRINT={"MAX_JSON_DEPTH": 5000}):
         ids = {m.id for m in checks.run_checks()}
-    assert "qprint.E008" in ids
+    assert "qprint.E010" in ids
 
 
 def test_a_json_integer_written_with_a_fraction_of_zero_is_an_integer(world):
