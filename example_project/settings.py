@@ -7,6 +7,7 @@ node. ``DATABASE_URL`` (PostgreSQL) and ``REDIS_URL`` (channels-redis) make it a
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -76,6 +77,16 @@ else:
     # ASGI; put PgBouncer in front when connecting per request costs too much). The device
     # sockets' own threads (qprint.realtime.socket_db) keep theirs regardless.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
+    # DATABASE_POOL=on: psycopg's connection pool in each process (Django's "pool" option), sized
+    # by DATABASE_POOL_MIN_SIZE/DATABASE_POOL_MAX_SIZE; the device sockets' threads hold one
+    # connection each (QPRINT["SOCKET_DB_THREADS"]). Leave it off behind PgBouncer in transaction
+    # mode, which pools instead (nothing here uses advisory locks or session state).
+    if env.bool("DATABASE_POOL", default=False):
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
+            "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+        }
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:
@@ -129,6 +140,13 @@ if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):
     else:
         if QPRINT["HEARTBEAT_SECONDS"].is_integer():
             QPRINT["HEARTBEAT_SECONDS"] = int(QPRINT["HEARTBEAT_SECONDS"])
+if env.str("QPRINT_OVERVIEW_REFRESH_SECONDS", default=""):
+    QPRINT["OVERVIEW_REFRESH_SECONDS"] = env.int("QPRINT_OVERVIEW_REFRESH_SECONDS")
+
+if env.str("QPRINT_WEBHOOK_ALLOW_HTTP", default=""):
+    QPRINT["WEBHOOK_ALLOW_HTTP"] = env.bool("QPRINT_WEBHOOK_ALLOW_HTTP")
+if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
+    QPRINT["WEBHOOK_ALLOWED_HOSTS"] = env.list("QPRINT_WEBHOOK_ALLOWED_HOSTS")
 
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
@@ -139,11 +157,23 @@ if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):
 if env.str("QCLUSTER_WIDGET_REFRESH_SECONDS", default=""):
     QCLUSTER["WIDGET_REFRESH_SECONDS"] = env.int("QCLUSTER_WIDGET_REFRESH_SECONDS")
 
+# Logs: `event key=value` lines by default, JSON lines with LOG_FORMAT=json (docs/OPERATIONS.md).
+LOG_FORMAT = env.str("LOG_FORMAT", default="keyvalue") or "keyvalue"
+if LOG_FORMAT not in ("keyvalue", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be keyvalue or json, not {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"event": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "event"}},
+    "formatters": {
+        "keyvalue": {"()": "qprint.logs.KeyValueFormatter"},
+        "json": {"()": "qprint.logs.JsonFormatter"},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "json" if LOG_FORMAT == "json" else "keyvalue",
+        }
+    },
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
     "loggers": {
         "django": {"level": "WARNING"},

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.db.models import Count
 from django.db.models.functions import Now
 
 from qcluster.models import ClusterAlert
@@ -30,3 +31,14 @@ def acknowledge(alert_ids: list[int], by: str) -> int:
 
 def unacknowledged_count() -> int:
     return ClusterAlert.objects.filter(acknowledged_at__isnull=True).count()
+
+
+def open_by_code() -> dict[str, int]:
+    """Alerts waiting for acknowledgement, by code."""
+    rows = (
+        ClusterAlert.objects.filter(acknowledged_at__isnull=True)
+        .values_list("code")
+        .annotate(n=Count("pk"))
+        .order_by()
+    )
+    return dict(rows)

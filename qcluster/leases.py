@@ -223,6 +223,15 @@ def holder(name: str) -> Lease | None:
     return Lease(*row) if row else None
 
 
+def holders() -> dict[str, str | None]:
+    """Every lease row's current holder (database clock), None when it is free or expired."""
+    live = Q(holder_node_id__isnull=False, expires_at__gt=Now())
+    rows = ClusterLease.objects.annotate(
+        live=ExpressionWrapper(live, output_field=BooleanField())
+    ).values_list("name", "holder_node_id", "live")
+    return {name: holder if is_live else None for name, holder, is_live in rows}
+
+
 def fence(name: str, token: int) -> Exists:
     """A condition true only while ``token`` is still the lease's current, unexpired version.
 

@@ -1,66 +1,111 @@
-"""Prometheus text lines of qcluster (names prefixed ``qcluster_``).
+"""qcluster's Prometheus metrics (names prefixed ``qcluster_``), on ``prometheus_client``.
 
-Read from the database, so any node answers for the whole cluster.
+Everything here is read from the database at each scrape by :class:`ClusterCollector`, so any
+node answers for the whole cluster and every node answers the same: aggregate across nodes with
+``max``, never ``sum`` (docs/OPERATIONS.md, "Metrics").
 """
 
 from __future__ import annotations
 
 from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
-from qcluster import alerts, overview
+from qcluster import alerts, leases, overview, tasks
 from qcluster.models import LIVE_STATUSES, ClusterLease, ClusterNode
 
 
-def _label(value: str) -> str:
-    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+def known_leases() -> list[str]:
+    """The leases this code base takes: the sweeper's and one per registered singleton task."""
+    return [leases.SWEEPER_LEASE, *(task.lease_name for task in tasks.registered())]
+
+
+class ClusterCollector(Collector):
+    """The cluster's figures, read from the database at each scrape."""
+
+    def describe(self) -> list[Metric]:
+        return []  # no query when a registry registers it
+
+    def collect(self) -> list[Metric]:
+        nodes = GaugeMetricFamily(
+            "qcluster_nodes", "Nodes of the cluster by status.", labels=["status"]
+        )
+        for status, count in overview.nodes_by_status().items():
+            nodes.add_metric([status], count)
+
+        connections = GaugeMetricFamily(
+            "qcluster_node_connections",
+            "Realtime connections each live node reports.",
+            labels=["node"],
+        )
+        running = GaugeMetricFamily(
+            "qcluster_node_running_tasks",
+            "Singleton tasks running on each live node.",
+            labels=["node"],
+        )
+        live = ClusterNode.objects.filter(status__in=LIVE_STATUSES).values_list(
+            "node_id", "connections", "running_tasks"
+        )
+        for node_id, count, tasks_running in live:
+            connections.add_metric([node_id], count)
+            running.add_metric([node_id], tasks_running)
+
+        unacknowledged = GaugeMetricFamily(
+            "qcluster_alerts_unacknowledged",
+            "Alerts waiting for an operator.",
+            value=alerts.unacknowledged_count(),
+        )
+        open_alerts = GaugeMetricFamily(
+            "qcluster_alerts_open",
+            "Alerts waiting for an operator, by code (cluster.node.lost, ...).",
+            labels=["code"],
+        )
+        by_code = {alerts.NODE_LOST: 0, alerts.MASS_LOST_SUSPECTED: 0, **alerts.open_by_code()}
+        for code, count in sorted(by_code.items()):
+            open_alerts.add_metric([code], count)
+
+        remaining = GaugeMetricFamily(
+            "qcluster_lease_remaining_seconds",
+            "Time left on each held lease (database clock).",
+            labels=["lease", "holder"],
+        )
+        versions = GaugeMetricFamily(
+            "qcluster_lease_version",
+            "Current version (fencing token) of each held lease.",
+            labels=["lease", "holder"],
+        )
+        left = ExpressionWrapper(F("expires_at") - Now(), output_field=DurationField())
+        held_rows = (
+            ClusterLease.objects.filter(holder_node_id__isnull=False)
+            .annotate(left=left)
+            .values_list("name", "holder_node_id", "left", "version")
+        )
+        for name, holder, seconds_left, version in held_rows:
+            seconds = max(0.0, seconds_left.total_seconds()) if seconds_left is not None else 0.0
+            remaining.add_metric([name, holder], seconds)
+            versions.add_metric([name, holder], version)
+
+        held = GaugeMetricFamily(
+            "qcluster_lease_held",
+            "1 while a node holds the lease (unexpired, database clock), else 0; every lease "
+            "row and every lease this code base takes (the sweeper's, each singleton task's).",
+            labels=["lease"],
+        )
+        holders = {name: None for name in known_leases()} | leases.holders()
+        for name, holder in sorted(holders.items()):
+            held.add_metric([name], 1 if holder else 0)
+        return [nodes, connections, running, unacknowledged, open_alerts, remaining, versions, held]
+
+
+def registry() -> CollectorRegistry:
+    """A registry of qcluster's figures, for one exposition (``/metrics``)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(ClusterCollector())
+    return reg
 
 
 def render() -> str:
-    lines = [
-        "# HELP qcluster_nodes Nodes of the cluster by status.",
-        "# TYPE qcluster_nodes gauge",
-    ]
-    for status, count in overview.nodes_by_status().items():
-        lines.append(f'qcluster_nodes{{status="{status}"}} {count}')
-    lines += [
-        "# HELP qcluster_node_connections Realtime connections each live node reports.",
-        "# TYPE qcluster_node_connections gauge",
-    ]
-    live = ClusterNode.objects.filter(status__in=LIVE_STATUSES).values_list(
-        "node_id", "connections", "running_tasks"
-    )
-    live = list(live)
-    for node_id, connections, _running in live:
-        lines.append(f'qcluster_node_connections{{node="{_label(node_id)}"}} {connections}')
-    lines += [
-        "# HELP qcluster_node_running_tasks Singleton tasks running on each live node.",
-        "# TYPE qcluster_node_running_tasks gauge",
-    ]
-    for node_id, _connections, running in live:
-        lines.append(f'qcluster_node_running_tasks{{node="{_label(node_id)}"}} {running}')
-    lines += [
-        "# HELP qcluster_alerts_unacknowledged Alerts waiting for an operator.",
-        "# TYPE qcluster_alerts_unacknowledged gauge",
-        f"qcluster_alerts_unacknowledged {alerts.unacknowledged_count()}",
-        "# HELP qcluster_lease_remaining_seconds Time left on each held lease (database clock).",
-        "# TYPE qcluster_lease_remaining_seconds gauge",
-    ]
-    remaining = ExpressionWrapper(F("expires_at") - Now(), output_field=DurationField())
-    held = (
-        ClusterLease.objects.filter(holder_node_id__isnull=False)
-        .annotate(remaining=remaining)
-        .values_list("name", "holder_node_id", "remaining", "version")
-    )
-    versions = []
-    for name, holder, left, version in held:
-        seconds = max(0.0, left.total_seconds()) if left is not None else 0.0
-        labels = f'lease="{_label(name)}",holder="{_label(holder)}"'
-        lines.append(f"qcluster_lease_remaining_seconds{{{labels}}} {seconds:.3f}")
-        versions.append((labels, version))
-    lines += [
-        "# HELP qcluster_lease_version Current version (fencing token) of each held lease.",
-        "# TYPE qcluster_lease_version gauge",
-    ]
-    lines += [f"qcluster_lease_version{{{labels}}} {version}" for labels, version in versions]
-    return "\n".join(lines) + "\n"
+    """qcluster's figures in the Prometheus text format."""
+    return generate_latest(registry()).decode()

@@ -7,7 +7,9 @@ Threads and why:
   database, so a database call that hangs cannot keep the process alive past the drain grace: the
   main thread then exits with ``os._exit``;
 - one **database thread** runs every statement of the runtime (heartbeat, leases, sweep), in order;
-- a small **task pool** runs the singleton tasks, so a long task does not delay the heartbeat.
+- a small **task pool** runs the singleton tasks, so a long task does not delay the heartbeat;
+- one thread per registered **worker** (``qcluster.tasks.register_worker``), on every node while it
+  is UP: told to stop when the node drains, waited for like the running tasks.
 
 States of this node (one log line per change): UP -> DRAINING (a drain request from the admin, or
 a signal) -> STOPPED (exit 0). A drain requested from the admin holds DRAINING for
@@ -102,6 +104,9 @@ class ClusterRuntime:
         self.db = ThreadPoolExecutor(1, thread_name_prefix="qcluster-db")
         self.pool_size = max(1, len(self.task_states))
         self.pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="qcluster-task")
+        self.workers = tasks.registered_workers()
+        self.worker_stop = threading.Event()
+        self.worker_threads: dict[str, threading.Thread] = {}
 
     # --- signals and time (main thread) -------------------------------------------------------
 
@@ -221,6 +226,8 @@ class ClusterRuntime:
             self.node.version,
             os.getpid(),
         )
+        if not self.once:
+            self._start_workers()
         while True:
             started = time.monotonic()
             if self._stop_requested() and self.drain_reason != "signal":
@@ -282,6 +289,8 @@ class ClusterRuntime:
             if not beat.drain_requested:
                 self.phase, self.drain_reason = UP, ""
                 logger.info("node_up node=%s reason=drain_cancelled", self.node.node_id)
+                if not self.once:
+                    self._start_workers()
         elif beat.status != NodeStatus.DRAINING:
             nodes.mark_draining(self.node.node_id)
 
@@ -369,11 +378,52 @@ class ClusterRuntime:
     def _running_tasks(self) -> int:
         return sum(1 for s in self.task_states.values() if s.running)
 
+    def _busy(self) -> int:
+        """Running tasks plus live worker threads: what a stop waits for."""
+        return self._running_tasks() + sum(1 for t in self.worker_threads.values() if t.is_alive())
+
     def _wait_for_tasks(self) -> None:
         deadline = time.monotonic() + cluster_settings.DRAIN_GRACE_SECONDS
-        while self._running_tasks() and time.monotonic() < deadline:
+        while self._busy() and time.monotonic() < deadline:
             self._check_hard_deadline()
             time.sleep(TICK_SECONDS)
+
+    # --- workers ------------------------------------------------------------------------------
+
+    def _start_workers(self) -> None:
+        self.worker_stop.clear()
+        for worker in self.workers:
+            thread = self.worker_threads.get(worker.name)
+            if thread is not None and thread.is_alive():
+                continue
+            thread = threading.Thread(
+                target=self._run_worker,
+                args=(worker,),
+                name=f"qcluster-worker-{worker.name}",
+                daemon=True,  # one that will not stop must not keep the process alive
+            )
+            self.worker_threads[worker.name] = thread
+            thread.start()
+            logger.info("worker_started node=%s worker=%s", self.node.node_id, worker.name)
+
+    def _run_worker(self, worker: tasks.Worker) -> None:
+        failures = 0
+        while not self.worker_stop.is_set():
+            close_old_connections()
+            try:
+                worker.run(self.worker_stop)
+                failures = 0
+            except Exception:
+                failures += 1
+                logger.exception(
+                    "worker_failed node=%s worker=%s attempt=%d",
+                    self.node.node_id,
+                    worker.name,
+                    failures,
+                )
+            finally:
+                connections.close_all()
+            self.worker_stop.wait(min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 10)))
 
     # --- drain and stop -----------------------------------------------------------------------
 
@@ -396,6 +446,7 @@ class ClusterRuntime:
             cluster_settings.DRAIN_GRACE_SECONDS,
         )
         self._lose_sweeper("draining")
+        self.worker_stop.set()
         for state in self.task_states.values():
             state.holding = False
         signals.node_draining.send(sender=self.__class__, node_id=self.node.node_id)
@@ -404,10 +455,10 @@ class ClusterRuntime:
         waited = time.monotonic() - self.drain_started
         if waited >= cluster_settings.DRAIN_GRACE_SECONDS:
             return True
-        return self.drain_reason == "signal" and not self._running_tasks()
+        return self.drain_reason == "signal" and not self._busy()
 
     def _finish(self) -> int:
-        abandoned = self._running_tasks()
+        abandoned = self._busy()
         self._with_retry("stop", self._stop_row)
         logger.info(
             "node_stopped node=%s reason=%s abandoned_tasks=%d",
@@ -422,6 +473,7 @@ class ClusterRuntime:
         nodes.mark_stopped(self.node.node_id)
 
     def _shutdown(self, code: int, abandoned: int = 0) -> int:
+        self.worker_stop.set()
         self.db.submit(connections.close_all)
         self.db.shutdown(wait=False, cancel_futures=False)
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -1,10 +1,15 @@
-"""Singleton periodic tasks: other apps register them, ``cluster_runtime`` runs each one only on
-the node that holds the lease ``task:<name>``.
+"""What ``cluster_runtime`` runs for other apps.
+
+- **Singleton periodic tasks**: ``cluster_runtime`` runs each one only on the node that holds the
+  lease ``task:<name>``.
+- **Workers**: long-running functions run on every node while it is UP, stopped on drain.
 
     from qcluster import tasks
     tasks.register("qprint.expire-jobs", timedelta(seconds=30), expire_jobs)
+    tasks.register_worker("qprint.webhooks", send_webhooks)  # send_webhooks(stop: Event)
 """
 
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
@@ -49,3 +54,36 @@ def register(name: str, every: timedelta | float, func: Callable[[], object]) ->
 def registered() -> list[SingletonTask]:
     """The registered tasks, by name."""
     return [_registry[name] for name in sorted(_registry)]
+
+
+@dataclass(frozen=True)
+class Worker:
+    """A long-running function that ``cluster_runtime`` runs on **every** node while it is UP.
+
+    ``run(stop)`` works until ``stop`` (a :class:`threading.Event`) is set, then returns soon (the
+    runtime waits for it within the drain grace). It runs on a thread of its own; when it raises or
+    returns while the node is UP it is started again after a pause. Unlike a singleton task it
+    holds no lease: a worker must share its work with the other nodes' workers by itself (for
+    example with ``SELECT ... FOR UPDATE SKIP LOCKED``).
+    """
+
+    name: str
+    run: Callable[[threading.Event], object]
+
+
+_workers: dict[str, Worker] = {}
+
+
+def register_worker(name: str, run: Callable[[threading.Event], object]) -> Worker:
+    """Register ``run`` to run on every node (call it from ``AppConfig.ready()``; registering
+    the same name again replaces it)."""
+    if not name:
+        raise ValueError("A worker needs a name.")
+    worker = Worker(name=name, run=run)
+    _workers[name] = worker
+    return worker
+
+
+def registered_workers() -> list[Worker]:
+    """The registered workers, by name."""
+    return [_workers[name] for name in sorted(_workers)]

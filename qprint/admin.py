@@ -15,16 +15,26 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models.functions import Now
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.shortcuts import redirect
 from django.template.response import TemplateResponse
+from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext, ngettext_lazy
 
-from qprint import api
-from qprint.domain import gate
-from qprint.errors import QPrintError
+from qprint import api, documents, serializers
+from qprint.conf import qprint_settings
+from qprint.domain import gate, overview, reconcile
+from qprint.domain import jobs as job_rules
+from qprint.domain.states import JobStatus
+from qprint.errors import NotFound, QPrintError
 from qprint.models import (
     ApplicationKey,
     Device,
@@ -130,21 +140,36 @@ def short_job_id(job: PrintJob) -> str:
     return str(job.id)[:8]
 
 
+def revision_words(applied: int, current: int) -> str:
+    """An applied revision against the current one, in plain words."""
+    if applied == current:
+        return _("up to date")
+    return _("waiting for the device (it applied %(applied)d, current is %(current)d)") % {
+        "applied": applied,
+        "current": current,
+    }
+
+
+def milliseconds(delta) -> int | None:
+    return None if delta is None else round(delta.total_seconds() * 1000)
+
+
+def post_only(request: HttpRequest) -> HttpResponse | None:
+    """The console's buttons post; anything else is 405 (a link or a prefetch changes nothing)."""
+    return None if request.method == "POST" else HttpResponseNotAllowed(["POST"])
+
+
+def refused_on_page(modeladmin, request, object_id, error: QPrintError) -> HttpResponse:
+    """The object's page again, with the refusal as a message and its HTTP status (e.g. 409
+    ``already_reprinted``): nothing was changed, so there is nothing to redirect to."""
+    modeladmin.message_user(request, f"{error.message} ({error.code})", messages.ERROR)
+    request.method = "GET"
+    response = modeladmin.change_view(request, object_id)
+    response.status_code = error.status
+    return response
+
+
 # --- Devices -----------------------------------------------------------------------------------
-
-
-class DevicePrinterInline(admin.TabularInline):
-    model = DevicePrinter
-    extra = 0
-    can_delete = False
-    fields = ("name", "is_default", "status", "capabilities", "updated_at")
-    readonly_fields = fields
-
-    def has_add_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
 
 
 @admin.register(Device)
@@ -164,7 +189,7 @@ class DeviceAdmin(admin.ModelAdmin):
     list_filter = ("tenant", "enabled", "paused")
     search_fields = ("name", "tenant", "description")
     ordering = ("tenant", "name")
-    inlines = (DevicePrinterInline,)
+    change_form_template = "admin/qprint/device/change_form.html"
     actions = (
         "pause_devices",
         "resume_devices",
@@ -187,13 +212,46 @@ class DeviceAdmin(admin.ModelAdmin):
         "connection_node",
         "connection_ready",
         "connection_lease_expires_at",
+        "connection_since",
         "last_seen_at",
         "agent_info",
         "created_at",
     )
 
+    #: The buttons of a device's page: (action method, label, shown when, confirmation asked).
+    console_actions = (
+        ("pause_devices", _("Pause"), lambda d: not d.paused, ""),
+        ("resume_devices", _("Resume"), lambda d: d.paused, ""),
+        ("send_test_page", _("Send a test page"), lambda d: True, ""),
+        (
+            "issue_new_tokens",
+            _("Issue a new token"),
+            lambda d: True,
+            _("The device's current token stops working at once. Issue a new one?"),
+        ),
+        (
+            "disable_devices",
+            _("Disable"),
+            lambda d: d.enabled,
+            _("The device is disconnected and may not claim until enabled. Disable it?"),
+        ),
+        ("enable_devices", _("Enable"), lambda d: not d.enabled, ""),
+    )
+    #: How many queued and recent jobs a device's page lists.
+    console_rows = 10
+
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        return super().get_queryset(request).with_liveness().with_queue_depth()
+        lease_left = ExpressionWrapper(
+            F("connection_lease_expires_at") - Now(), output_field=DurationField()
+        )
+        seen_ago = ExpressionWrapper(Now() - F("last_seen_at"), output_field=DurationField())
+        return (
+            super()
+            .get_queryset(request)
+            .with_liveness()
+            .with_queue_depth()
+            .annotate(lease_left=lease_left, seen_ago=seen_ago)
+        )
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -205,8 +263,85 @@ class DeviceAdmin(admin.ModelAdmin):
             return ()
         return ("tenant", "name", *self.state_fields)
 
-    def get_inlines(self, request, obj):
-        return self.inlines if obj is not None else ()
+    # --- a device's page: the console ----------------------------------------------------------
+
+    def get_urls(self):
+        act = path(
+            "<path:object_id>/act/<str:action>/",
+            self.admin_site.admin_view(self.console_action_view),
+            name="qprint_device_act",
+        )
+        return [act, *super().get_urls()]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        device = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if device is not None:
+            context["console"] = self.console(request, device)
+        return super().change_view(request, object_id, form_url, context)
+
+    def console(self, request: HttpRequest, device: Device) -> dict[str, Any]:
+        """What the device's page shows above its fields (read on each render)."""
+        refusal = gate.refusal(device)
+        live = bool(device.connection_live)
+        jobs = PrintJob.objects.filter(device=device)
+        may_change = self.has_change_permission(request, device)
+        return {
+            "live": live,
+            "node": device.connection_node if live else "",
+            "ready": live and device.connection_ready,
+            "since": device.connection_since if live else None,
+            "lease_left_seconds": (
+                max(0, round(device.lease_left.total_seconds()))
+                if live and device.lease_left is not None
+                else None
+            ),
+            "last_seen_at": device.last_seen_at,
+            "seen_seconds_ago": (
+                max(0, round(device.seen_ago.total_seconds()))
+                if device.seen_ago is not None
+                else None
+            ),
+            "control": revision_words(device.control_applied_revision, device.control_revision),
+            "settings": revision_words(device.settings_applied_revision, device.settings_revision),
+            "control_up_to_date": device.control_applied_revision == device.control_revision,
+            "gate_open": refusal is None,
+            "gate_code": refusal.code if refusal else "open",
+            "gate_message": refusal.message if refusal else _("The device may claim now."),
+            "claimed": jobs.filter(status=JobStatus.CLAIMED).first(),
+            "queue": list(jobs.claimable()[: self.console_rows]),
+            "queue_depth": device.queue_depth,
+            "printers": [
+                {
+                    "printer": printer,
+                    "reasons": [
+                        str(r) for r in (printer.capabilities or {}).get("state_reasons", [])
+                    ],
+                    "message": (printer.capabilities or {}).get("state_message", ""),
+                }
+                for printer in DevicePrinter.objects.filter(device=device).order_by("name")
+            ],
+            "recent": list(jobs.order_by("-created_at")[: self.console_rows]),
+            "actions": [
+                (name, label, confirm)
+                for name, label, shown, confirm in self.console_actions
+                if may_change and shown(device)
+            ],
+        }
+
+    def console_action_view(self, request, object_id, action):
+        """One of the page's buttons: the list action of that name, on this device alone."""
+        if (refused := post_only(request)) is not None:
+            return refused
+        if action not in {row[0] for row in self.console_actions}:
+            raise Http404("No such action.")
+        device = self.get_object(request, unquote(object_id))
+        if device is None:
+            raise Http404("No such device.")
+        if not self.has_change_permission(request, device):
+            raise PermissionDenied
+        response = getattr(self, action)(request, self.get_queryset(request).filter(pk=device.pk))
+        return response or redirect(reverse("admin:qprint_device_change", args=[device.pk]))
 
     @admin.display(boolean=True, description=_("online"), ordering="connection_live")
     def online(self, device: Device) -> bool:
@@ -344,13 +479,20 @@ class ReadOnlyAdminMixin:
         return False
 
 
-class PrintJobEventInline(ReadOnlyAdminMixin, admin.TabularInline):
-    model = PrintJobEvent
-    extra = 0
-    can_delete = False
-    ordering = ("recorded_at", "id")
-    fields = ("recorded_at", "source", "type", "message", "detail", "occurred_at", "event_id")
-    readonly_fields = fields
+class StuckJobFilter(admin.SimpleListFilter):
+    """Jobs a device holds (RECEIVED/SPOOLED) since longer than ``QPRINT["STUCK_JOB_SECONDS"]``."""
+
+    title = _("held by the device")
+    parameter_name = "stuck"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        seconds = qprint_settings.STUCK_JOB_SECONDS
+        return [("yes", _("longer than %(minutes)s min") % {"minutes": round(seconds / 60, 1)})]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet) -> QuerySet:
+        if self.value() == "yes":
+            return reconcile.stuck(queryset, qprint_settings.STUCK_JOB_SECONDS)
+        return queryset
 
 
 @admin.register(PrintJob)
@@ -366,13 +508,18 @@ class PrintJobAdmin(admin.ModelAdmin):
         "created_at",
         "finished_at",
     )
-    list_filter = ("status", ("device", admin.RelatedOnlyFieldListFilter), "tenant")
+    list_filter = (
+        "status",
+        StuckJobFilter,
+        ("device", admin.RelatedOnlyFieldListFilter),
+        "tenant",
+    )
     list_select_related = ("device",)
     date_hierarchy = "created_at"
     search_fields = ("=id", "title", "idempotency_key", "device__name")
     ordering = ("-created_at",)
-    inlines = (PrintJobEventInline,)
     actions = ("cancel_jobs", "reprint_jobs")
+    change_form_template = "admin/qprint/printjob/change_form.html"
     fields = (
         "id",
         "tenant",
@@ -411,6 +558,149 @@ class PrintJobAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None) -> bool:
         # The list keeps "change" for its actions; a job itself is never edited by hand.
         return obj is None and super().has_change_permission(request)
+
+    # --- a job's page: timeline, document, cancel and reprint -----------------------------------
+
+    def get_urls(self):
+        def view(name: str, func):
+            return path(
+                f"<path:object_id>/{name}/",
+                self.admin_site.admin_view(func),
+                name=f"qprint_printjob_{name}",
+            )
+
+        overview_url = path(
+            "overview/",
+            self.admin_site.admin_view(self.overview_view),
+            name="qprint_printjob_overview",
+        )
+        return [
+            overview_url,
+            view("document", self.document_view),
+            view("cancel", self.cancel_view),
+            view("reprint", self.reprint_view),
+            *super().get_urls(),
+        ]
+
+    def may_act(self, request: HttpRequest) -> bool:
+        """``qprint.change_printjob``: the permission of the list's actions and the buttons."""
+        return super().has_change_permission(request)
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        job = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if job is not None:
+            context["console"] = self.console(request, job)
+        return super().change_view(request, object_id, form_url, context)
+
+    def console(self, request: HttpRequest, job: PrintJob) -> dict[str, Any]:
+        """The timeline (each event, its node and the milliseconds since the previous one), the
+        claim, the document link and the buttons that apply now."""
+        timeline, previous = [], None
+        for event in job_rules.events_of(job):
+            detail = event.detail if isinstance(event.detail, dict) else {}
+            node = detail.get("node") or (job.claim_node if event.type == "CLAIMED" else "")
+            timeline.append(
+                {
+                    "event": event,
+                    "node": node,
+                    "by": detail.get("by") or detail.get("submitted_by") or "",
+                    "since_previous_ms": milliseconds(
+                        event.recorded_at - previous if previous else None
+                    ),
+                }
+            )
+            previous = event.recorded_at
+        may_act = self.may_act(request)
+        reprints = list(job_rules.reprints_of(job).only("id", "status", "created_at"))
+        return {
+            "timeline": timeline,
+            "total_ms": milliseconds(previous - timeline[0]["event"].recorded_at)
+            if timeline
+            else None,
+            "reprints": reprints,
+            "may_download": request.user.has_perm("qprint.view_printjob"),
+            "may_cancel": may_act and job_rules.may_cancel(job),
+            "may_reprint": may_act,
+            "may_force_reprint": may_act and bool(reprints),
+        }
+
+    def document_view(self, request, object_id):
+        """The job's document as an attachment, never cached (``qprint.view_printjob``)."""
+        if not request.user.has_perm("qprint.view_printjob"):
+            raise PermissionDenied
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            raise Http404("No such job.")
+        try:
+            content = documents.open_document(job)
+        except NotFound as exc:
+            raise Http404(exc.message) from None
+        response = HttpResponse(content, content_type=job.content_type)
+        response["Content-Disposition"] = content_disposition_header(
+            True, f"qprint-{job.pk}{self.document_suffix(job)}"
+        )
+        response["Cache-Control"] = "no-store"
+        response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    @staticmethod
+    def document_suffix(job: PrintJob) -> str:
+        base = job.content_type.split(";", 1)[0].strip().lower()
+        return {"application/pdf": ".pdf", "text/plain": ".txt", "image/png": ".png"}.get(
+            base, ".bin"
+        )
+
+    def job_action(self, request, object_id, act: Callable[[PrintJob], str]) -> HttpResponse:
+        """Run ``act`` (a call of the API) from one of the page's buttons; back to the page with
+        its message, or the page again with the API's refusal and status."""
+        if (refused := post_only(request)) is not None:
+            return refused
+        if not self.may_act(request):
+            raise PermissionDenied
+        job = self.get_object(request, unquote(object_id))
+        if job is None:
+            raise Http404("No such job.")
+        try:
+            done = act(job)
+        except QPrintError as exc:
+            return refused_on_page(self, request, object_id, exc)
+        self.message_user(request, done, messages.SUCCESS)
+        return redirect(reverse("admin:qprint_printjob_change", args=[job.pk]))
+
+    def cancel_view(self, request, object_id):
+        def cancel(job: PrintJob) -> str:
+            after = api.cancel_job(job, by=actor(request))
+            if after.status == JobStatus.CANCELLED:
+                return _("The job is cancelled.")
+            return _("Cancel asked of the device; it reports the outcome.")
+
+        return self.job_action(request, object_id, cancel)
+
+    def reprint_view(self, request, object_id):
+        force = request.POST.get("force") == "1"
+
+        def reprint(job: PrintJob) -> str:
+            new = api.reprint_job(job, force=force, by=actor(request))
+            url = reverse("admin:qprint_printjob_change", args=[new.pk])
+            return format_html('Queued a reprint: <a href="{}">{}</a>.', url, short_job_id(new))
+
+        return self.job_action(request, object_id, reprint)
+
+    # --- the print overview's data -------------------------------------------------------------
+
+    def overview_view(self, request: HttpRequest) -> JsonResponse:
+        """The print overview as JSON for its refresh (``qprint.view_printjob``)."""
+        if not request.user.has_perm("qprint.view_printjob"):
+            return JsonResponse(
+                {"error": "permission_denied", "message": "You may not view print jobs."},
+                status=403,
+            )
+        data = serializers.print_overview_object(overview.print_overview())
+        data["refresh_seconds"] = qprint_settings.OVERVIEW_REFRESH_SECONDS
+        response = JsonResponse(data)
+        response["Cache-Control"] = "no-store"
+        return response
 
     @admin.action(description=_("Cancel selected jobs"), permissions=["change"])
     def cancel_jobs(self, request, queryset):
@@ -535,3 +825,6 @@ class ApplicationKeyAdmin(admin.ModelAdmin):
             str,
             ngettext_lazy("Revoked %(count)d key.", "Revoked %(count)d keys.", "count"),
         )
+
+
+from qprint import admin_webhooks  # noqa: E402,F401  (registers the webhook admins)

@@ -12,20 +12,33 @@ class QPrintConfig(AppConfig):
         from qprint import (
             checks,  # noqa: F401  (registers the system checks)
             cluster,
+            metrics,
         )
-        from qprint.realtime import publisher
+        from qprint.realtime import bus, publisher
 
         # Wakeups leave through the bounded channel-layer publisher.
-        publisher.install()
+        installed = publisher.install()
+        # /metrics reads this process's realtime figures (qprint.metrics imports no transport).
+        metrics.install(
+            cluster.node_id,
+            sockets_open=bus.open_sockets,
+            bus_up=bus.bus_up,
+            bus_outages=lambda: sum(b.outages for b in bus.all_buses()),
+            wake_queue_depth=installed.queue.qsize,
+            wakeup_counters=lambda: installed.counters,
+        )
         if cluster.installed():  # else qprint.E006 names what is missing
             self._register_with_cluster()
 
     def _register_with_cluster(self) -> None:
-        """The singleton tasks (expiry, retention), and the node's ``connections`` gauge that
+        """The singleton tasks (expiry, retention), the webhook sender (a worker on every node),
+        and the node's ``connections`` gauge that
         ``cluster_runtime`` writes with each heartbeat (the live connection rows naming it)."""
         from qprint import cluster
         from qprint.domain import connection
         from qprint.domain.maintenance import register_tasks
+        from qprint.webhooks import sender
 
         register_tasks()
+        sender.register_worker()
         cluster.register_gauge("connections", connection.live_connections_of_node)

@@ -15,8 +15,13 @@
   ``AUTH_FAILURE_WINDOW_SECONDS``) is not a positive integer.
 - ``qprint.E010``: ``MAX_JSON_DEPTH`` is above 200 (the JSON parser's own stack would give out
   first: a deep body would be refused by the parser, not by the limit).
+- ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
+  of host names, addresses or networks.
+- ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
 """
 
+import ipaddress
+import re
 from typing import Any
 
 from django.apps import apps
@@ -32,6 +37,7 @@ POSITIVE_INTEGERS = (
     "JOB_RETENTION_DAYS",
     "MAX_FRAME_BYTES",
     "SOCKET_DB_THREADS",
+    "WEBHOOK_MAX_IN_FLIGHT",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (
@@ -48,7 +54,15 @@ LIMITS = (
 #: Deeper than this, Python's own JSON parser and encoder would run out of stack.
 MAX_JSON_DEPTH_CEILING = 200
 #: Seconds of the device socket's background work (fractions allowed).
-POSITIVE_NUMBERS = ("BUS_PROBE_SECONDS", "DRAIN_POLL_SECONDS", "DRAIN_SPREAD_SECONDS")
+POSITIVE_NUMBERS = (
+    "BUS_PROBE_SECONDS",
+    "DRAIN_POLL_SECONDS",
+    "DRAIN_SPREAD_SECONDS",
+    "OVERVIEW_REFRESH_SECONDS",
+    "JOB_WAIT_RECHECK_SECONDS",
+    "STUCK_JOB_SECONDS",
+)
+_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 
 
 def _is_int(value: Any) -> bool:
@@ -155,6 +169,21 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                 id="qprint.E004",
             )
         )
+    types = user.get("ACCEPTED_CONTENT_TYPES", DEFAULTS["ACCEPTED_CONTENT_TYPES"])
+    if (
+        not isinstance(types, list | tuple | set | frozenset)
+        or not types
+        or not all(isinstance(t, str) and _MEDIA_TYPE.match(t.lower()) for t in types)
+    ):
+        errors.append(
+            checks.Error(
+                "QPRINT['ACCEPTED_CONTENT_TYPES'] must be a non-empty list of media types "
+                f"such as 'application/pdf', got {types!r}.",
+                hint="Without parameters (no '; charset=...'); see docs/API.md.",
+                id="qprint.E008",
+            )
+        )
+    errors.extend(_webhook_errors(user))
     backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])
     try:
         import_string(backend)
@@ -165,4 +194,46 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                 id="qprint.E005",
             )
         )
+    return errors
+
+
+def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
+    errors: list[checks.CheckMessage] = []
+    allow_http = user.get("WEBHOOK_ALLOW_HTTP", DEFAULTS["WEBHOOK_ALLOW_HTTP"])
+    if not isinstance(allow_http, bool):
+        errors.append(
+            checks.Error(
+                f"QPRINT['WEBHOOK_ALLOW_HTTP'] must be True or False, got {allow_http!r}.",
+                id="qprint.E007",
+            )
+        )
+    hosts = user.get("WEBHOOK_ALLOWED_HOSTS", DEFAULTS["WEBHOOK_ALLOWED_HOSTS"])
+    if not isinstance(hosts, list | tuple) or not all(isinstance(h, str) for h in hosts):
+        errors.append(
+            checks.Error(
+                f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] must be a list of strings, got {hosts!r}.",
+                id="qprint.E007",
+            )
+        )
+        return errors
+    for host in hosts:
+        text = host.strip()
+        if "/" in text:
+            try:
+                ipaddress.ip_network(text, strict=False)
+            except ValueError:
+                errors.append(
+                    checks.Error(
+                        f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a network.",
+                        hint="Use a host name, an address or a network such as 10.0.0.0/8.",
+                        id="qprint.E007",
+                    )
+                )
+        elif not text or any(c.isspace() for c in text):
+            errors.append(
+                checks.Error(
+                    f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a host name or address.",
+                    id="qprint.E007",
+                )
+            )
     return errors

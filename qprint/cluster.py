@@ -7,7 +7,8 @@ docs/CLUSTER.md, "Doors for other apps"):
 - singleton tasks (:func:`register_task`): job expiry and retention run on one node at a time;
 - the node's status (:func:`node_is_draining`): the web process's drain watch closes its
   device sockets when ``cluster_runtime`` marks the node DRAINING;
-- the per-node gauges (:func:`register_gauge`): the heartbeat writes ``cluster_node.connections``.
+- the per-node gauges (:func:`register_gauge`): the heartbeat writes ``cluster_node.connections``;
+- workers (:func:`register_worker`): the webhook sender runs on every node's ``cluster_runtime``.
 
 ``qcluster`` must be in ``INSTALLED_APPS`` (system check ``qprint.E006``); until it is, nothing is
 registered and :func:`node_id` still answers from the environment.
@@ -15,6 +16,7 @@ registered and :func:`node_id` still answers from the environment.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from datetime import timedelta
 
@@ -37,6 +39,13 @@ def register_task(name: str, every: timedelta, func: Callable[[], object]) -> No
     from qcluster import tasks
 
     tasks.register(name, every, func)
+
+
+def register_worker(name: str, run: Callable[[threading.Event], object]) -> None:
+    """Run ``run(stop)`` on every node while it is UP, until ``stop`` is set (a qcluster worker)."""
+    from qcluster import tasks
+
+    tasks.register_worker(name, run)
 
 
 def register_gauge(name: str, func: Callable[[str], int]) -> None:

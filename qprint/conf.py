@@ -54,6 +54,41 @@ DEFAULTS: dict[str, Any] = {
     # credential prefix, in AUTH_FAILURE_WINDOW_SECONDS; above it 429 with Retry-After.
     "AUTH_FAILURE_LIMIT": 20,
     "AUTH_FAILURE_WINDOW_SECONDS": 60,
+    # Admin: the print overview on the Printing app page refreshes this often.
+    "OVERVIEW_REFRESH_SECONDS": 15,
+    # Webhooks: allow http:// URLs (https only by default).
+    "WEBHOOK_ALLOW_HTTP": False,
+    # Webhooks: host names, addresses or networks (CIDR) allowed although private, loopback or
+    # link-local (refused by default).
+    "WEBHOOK_ALLOWED_HOSTS": [],
+    # Webhooks: deliveries in flight at once per sending process.
+    "WEBHOOK_MAX_IN_FLIGHT": 16,
+    # GET api/v1/jobs/<id>?wait=: the job is re-read this often besides the change notices (what
+    # a lost notice can cost, e.g. without Redis across nodes).
+    "JOB_WAIT_RECHECK_SECONDS": 2,
+    # Content types a submission may have (415 otherwise); parameters are ignored. docs/API.md.
+    "ACCEPTED_CONTENT_TYPES": (
+        "application/pdf",
+        "application/postscript",
+        "application/vnd.cups-pdf",
+        "text/plain",
+        "image/png",
+        "image/jpeg",
+        "image/pwg-raster",
+        "image/urf",
+        # raw: handed to the printer as they are (socket:// printers, CUPS raw queues)
+        "application/vnd.cups-raw",
+        "application/octet-stream",
+        "application/vnd.zebra-zpl",  # ZPL, as IPP and CUPS name it
+        "application/zpl",
+        "application/x-zpl",
+        "application/vnd.eltron-epl",  # EPL, as IPP label printers name it
+        "application/x-epl",
+        "application/vnd.escpos",  # ESC/POS receipt printers
+        "application/x-escpos",
+    ),
+    # The admin's "stuck" job filter: RECEIVED or SPOOLED for longer than this many seconds.
+    "STUCK_JOB_SECONDS": 3600,
 }
 
 

@@ -125,3 +125,78 @@ def command_object(command) -> dict[str, Any]:
         "finished_at": timestamp(command.finished_at),
         "result": command.result,
     }
+
+
+def print_overview_object(overview: dict[str, Any]) -> dict[str, Any]:
+    """The admin's print overview (``qprint.domain.overview.print_overview``) as JSON, each row
+    with the admin page it links to."""
+
+    def job_url(job_id) -> str:
+        return reverse("admin:qprint_printjob_change", args=[job_id])
+
+    oldest = overview["oldest_queued"]
+    return {
+        "statuses": overview["statuses"],
+        "last_hour": overview["last_hour"],
+        "last_day": overview["last_day"],
+        "to_look_at": [
+            {
+                **row,
+                "id": str(row["id"]),
+                "finished_at": timestamp(row["finished_at"]),
+                "url": job_url(row["id"]),
+            }
+            for row in overview["to_look_at"]
+        ],
+        "to_look_at_total": overview["to_look_at_total"],
+        "offline_with_queue": [
+            {
+                **row,
+                "last_seen_at": timestamp(row["last_seen_at"]),
+                "url": reverse("admin:qprint_device_change", args=[row["id"]]),
+            }
+            for row in overview["offline_with_queue"]
+        ],
+        "offline_with_queue_total": overview["offline_with_queue_total"],
+        "oldest_queued": None
+        if oldest is None
+        else {
+            **oldest,
+            "id": str(oldest["id"]),
+            "created_at": timestamp(oldest["created_at"]),
+            "url": job_url(oldest["id"]),
+        },
+    }
+
+
+def webhook_object(endpoint, secret: str | None = None) -> dict[str, Any]:
+    """A webhook endpoint; ``secret`` only in the answer that made (or rotated) it."""
+    data = {
+        "id": str(endpoint.id),
+        "url": endpoint.url,
+        "events": endpoint.events,
+        "description": endpoint.description,
+        "created_at": timestamp(endpoint.created_at),
+        "previous_secret_expires_at": timestamp(endpoint.previous_secret_expires_at),
+    }
+    if secret is not None:
+        data["secret"] = secret
+    return data
+
+
+def delivery_object(delivery) -> dict[str, Any]:
+    """One delivery of the outbox (``GET api/v1/webhooks/<id>/deliveries``)."""
+    return {
+        "id": delivery.id,
+        "event_id": delivery.event_id,
+        "type": delivery.type,
+        "status": delivery.status,
+        "attempts": delivery.attempts,
+        "last_status": delivery.last_status_code,
+        "last_error": delivery.last_error,
+        "next_attempt_at": timestamp(
+            delivery.next_attempt_at if delivery.status in ("PENDING", "SENDING") else None
+        ),
+        "created_at": timestamp(delivery.created_at),
+        "delivered_at": timestamp(delivery.delivered_at),
+    }

@@ -9,7 +9,7 @@ like an unknown one: JSON 404 ``not_found``, not Django's HTML page.
 
 from django.urls import path
 
-from qprint.views import application_api, device_api
+from qprint.views import application_api, device_api, waiting, webhooks_api
 
 app_name = "qprint"
 
@@ -30,7 +30,7 @@ urlpatterns = [
     path("api/v1/device/printers", device_api.printers, name="device-printers"),
     # Application API (bearer application key, one tenant).
     path("api/v1/jobs", application_api.job_list, name="jobs"),
-    path("api/v1/jobs/<str:job_id>", application_api.job_detail, name="job-detail"),
+    path("api/v1/jobs/<str:job_id>", waiting.job_detail, name="job-detail"),
     path("api/v1/jobs/<str:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
     path("api/v1/jobs/<str:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
     path("api/v1/devices", application_api.device_list, name="devices"),
@@ -46,5 +46,19 @@ urlpatterns = [
         "api/v1/devices/<str:name>/commands",
         application_api.device_commands,
         name="device-commands",
+    ),
+    # Webhooks (bearer application key, one tenant).
+    path("api/v1/webhooks", webhooks_api.webhooks, name="webhooks"),
+    path("api/v1/webhooks/<str:webhook_id>", webhooks_api.webhook_detail, name="webhook-detail"),
+    path(
+        "api/v1/webhooks/<str:webhook_id>/deliveries",
+        webhooks_api.webhook_deliveries,
+        name="webhook-deliveries",
+    ),
+    path("api/v1/webhooks/<str:webhook_id>/test", webhooks_api.webhook_test, name="webhook-test"),
+    path(
+        "api/v1/webhooks/<str:webhook_id>/rotate-secret",
+        webhooks_api.webhook_rotate_secret,
+        name="webhook-rotate-secret",
     ),
 ]

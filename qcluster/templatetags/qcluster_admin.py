@@ -6,7 +6,9 @@ other admin page. A host that wants it on its admin index opts in with a templat
 
     {% extends "admin/index.html" %}
     {% load qcluster_admin %}
-    {% block content %}{% qcluster_nodes_widget %}{{ block.super }}{% endblock %}
+    {% block content %}
+    {% if not app_label %}{% qcluster_nodes_widget %}{% endif %}{{ block.super }}
+    {% endblock %}
 
 The template needs ``django.template.context_processors.request`` (the admin requires it too).
 """
@@ -24,12 +26,16 @@ register = template.Library()
 def qcluster_nodes_widget(context) -> dict:
     """Rendered filled in (no flash of an empty table), then refreshed by a few lines of JS.
 
-    Renders nothing for a user who may not view nodes.
+    Renders nothing for a user who may not view nodes, and nothing the second time in one
+    request (a host's index template that adds it is also the parent of the app pages).
     """
     request = context.get("request")
     user = getattr(request, "user", None)
     if user is None or not user.has_perm("qcluster.view_clusternode"):
         return {"visible": False}
+    if getattr(request, "_qcluster_nodes_widget_shown", False):
+        return {"visible": False}
+    request._qcluster_nodes_widget_shown = True
     try:
         url = reverse("admin:qcluster_clusternode_widget")
     except NoReverseMatch:  # the node admin is not registered on this site

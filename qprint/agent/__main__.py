@@ -9,9 +9,11 @@ import sys
 import tempfile
 
 from qprint.agent import __version__
-from qprint.agent.config import AgentConfig, devices_from
+from qprint.agent.config import AgentConfig, devices_from, read_toml
+from qprint.agent.printers import make_printers, parse_printer_argument
 from qprint.agent.simulator import Fleet
 from qprint.agent.spoolers import make_spooler
+from qprint.agent.systemd import unit_main
 
 DESCRIPTION = """\
 The reference qprint print agent. It holds one realtime socket per device to a qprint server,
@@ -27,10 +29,20 @@ exit status: 0 stopped on SIGTERM/SIGINT; 2 the server refused a device's token 
 
 examples:
   python -m qprint.agent --url http://127.0.0.1:8000/qprint/ --token-file device.token \\
-      --spooler cups --cups-queue Office
+      --printer office=cups:Office --printer labels=socket://10.0.0.9:9100 \\
+      --printer lobby=ipp://10.0.0.7/ipp/print --default-printer office
+  python -m qprint.agent --config /etc/qprint/agent.toml
+  python -m qprint.agent systemd-unit --config /etc/qprint/agent.toml > qprint-agent.service
   python -m qprint.agent --url http://lb/qprint/ --devices 20 --tokens-file tokens.txt \\
       --spooler directory --spool-dir /tmp/printed
 """
+
+
+def _printer_argument(text: str):
+    try:
+        return parse_printer_argument(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -39,6 +51,12 @@ def build_parser() -> argparse.ArgumentParser:
         description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML file with the same settings (long option names, '_' for '-') and one "
+        "[[printers]] table (name, uri, default) per printer; the command line wins",
     )
     server = parser.add_argument_group("server")
     server.add_argument(
@@ -102,13 +120,53 @@ def build_parser() -> argparse.ArgumentParser:
         help="where each device's journal (NAME.journal.sqlite3) lives; keep it across restarts "
         "(default $QPRINT_AGENT_STATE_DIR or %(default)s)",
     )
-    spool = parser.add_argument_group("spooler")
+    printers = parser.add_argument_group("printers")
+    printers.add_argument(
+        "--printer",
+        action="append",
+        dest="printers",
+        type=_printer_argument,
+        default=[],
+        metavar="NAME=URI",
+        help="a printer of this agent, by device URI: cups:QUEUE (cups: = the CUPS default), "
+        "ipp://host[:port]/path or ipps://..., socket://host[:port] (raw, port 9100), "
+        "dir:PATH, null:. Repeat for several; a job's printer picks one by NAME.",
+    )
+    printers.add_argument(
+        "--default-printer",
+        metavar="NAME",
+        help="the printer of jobs without one (default: the first --printer)",
+    )
+    printers.add_argument(
+        "--printers-poll",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how often the printers' state and capabilities are read; they are sent to the "
+        "server at connect and whenever they change (default 60)",
+    )
+    printers.add_argument(
+        "--socket-connect-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="socket:// printers: connect timeout (default 10)",
+    )
+    printers.add_argument(
+        "--socket-write-timeout",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="socket:// printers: longest wait for the printer to take more bytes (default 30)",
+    )
+    spool = parser.add_argument_group("spooler (one printer, without --printer)")
     spool.add_argument(
         "--spooler",
         choices=["cups", "directory", "null"],
-        default="null",
-        help="cups: submit with lp and follow the CUPS job; directory: write each document to "
-        "--spool-dir once; null: accept and discard (default null)",
+        default=None,
+        help="cups: submit with lp and follow the CUPS job (a job's printer names the queue); "
+        "directory: write each document to --spool-dir once; null: accept and discard "
+        "(default null)",
     )
     spool.add_argument("--spool-dir", metavar="DIR", help="directory of the directory spooler")
     spool.add_argument(
@@ -159,6 +217,10 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         raise ValueError("no server: give --url or QPRINT_AGENT_URLS")
     if args.spooler == "directory" and not args.spool_dir:
         raise ValueError("--spooler directory needs --spool-dir")
+    if args.printers and args.spooler:
+        raise ValueError("give printers (--printer) or --spooler, not both")
+    if args.default_printer and args.default_printer not in {p.name for p in args.printers}:
+        raise ValueError(f"--default-printer {args.default_printer!r} is not a --printer")
     return AgentConfig(
         urls=urls,
         devices=devices_from(
@@ -168,7 +230,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
             count=args.devices,
             state_dir=args.state_dir,
         ),
-        spooler=args.spooler,
+        spooler=args.spooler or ("printers" if args.printers else "null"),
         spool_dir=args.spool_dir,
         cups_queue=args.cups_queue,
         cups_server=args.cups_server,
@@ -177,16 +239,32 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         follow_timeout=args.follow_timeout,
         shutdown_grace=args.shutdown_grace,
         report_printers=args.report_printers,
+        printers=list(args.printers),
+        default_printer=args.default_printer,
+        printers_poll_seconds=args.printers_poll,
+        socket_connect_timeout=args.socket_connect_timeout,
+        socket_write_timeout=args.socket_write_timeout,
     )
 
 
-async def run(config: AgentConfig) -> int:
-    spooler = make_spooler(
+def make_backend(config: AgentConfig):
+    if config.printers:
+        return make_printers(
+            config.printers,
+            config.default_printer,
+            cups_server=config.cups_server,
+            socket_timeouts=(config.socket_connect_timeout, config.socket_write_timeout),
+        )
+    return make_spooler(
         config.spooler,
         directory=config.spool_dir,
         queue=config.cups_queue,
         cups_server=config.cups_server,
     )
+
+
+async def run(config: AgentConfig, spooler=None) -> int:
+    spooler = spooler or make_backend(config)
     fleet = Fleet(config, spooler)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -196,9 +274,29 @@ async def run(config: AgentConfig) -> int:
     return status
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """Parse twice: once to find ``--config``, then with the file's settings as defaults."""
     args = parser.parse_args(argv)
+    if args.config:
+        defaults = read_toml(args.config)
+        cli_printers = list(args.printers)
+        parser.set_defaults(**defaults)
+        args = parser.parse_args(argv)
+        args.printers = defaults.get("printers", []) + cli_printers
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["systemd-unit"]:
+        return unit_main(argv[1:])
+    parser = build_parser()
+    try:
+        args = parse(parser, argv)
+    except ValueError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"error: {exc}", file=sys.stderr)
+        return 64
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -208,11 +306,12 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("websockets").setLevel(logging.WARNING)
     try:
         config = config_from(args)
+        spooler = make_backend(config)  # a bad printer set is named before anything starts
     except ValueError as exc:
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 64
-    return asyncio.run(run(config))
+    return asyncio.run(run(config, spooler))
 
 
 if __name__ == "__main__":

@@ -1,9 +1,20 @@
-"""What one agent process is told: its servers, its devices and its spooler."""
+"""What one agent process is told: its servers, its devices and its printers.
+
+Settings come from the command line and from a TOML file (``--config agent.toml``, read with the
+standard library's ``tomllib``): the same settings under their long option names with ``_`` for
+``-`` (``url``, ``token_file``, ``state_dir``, ``default_printer``...), and one ``[[printers]]``
+table per printer (``name``, ``uri``, optional ``default = true``). The command line wins over
+the file; ``--printer`` adds to the file's printers.
+"""
 
 import os
 import re
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+from qprint.agent.printers import PrinterSpec, check_uri
 
 
 @dataclass(frozen=True)
@@ -29,6 +40,11 @@ class AgentConfig:
     shutdown_grace: float = 30.0
     report_printers: bool = True
     journal_retention_days: float = 30.0
+    printers: list[PrinterSpec] = field(default_factory=list)
+    default_printer: str | None = None
+    printers_poll_seconds: float = 60.0
+    socket_connect_timeout: float = 10.0
+    socket_write_timeout: float = 30.0
     extra: dict[str, str] = field(default_factory=dict)
 
 
@@ -78,3 +94,78 @@ def devices_from(
         device_name = entry_name or (name if count == 1 else f"{name}-{i + 1}")
         devices.append(DeviceConfig(device_name, token, journal_path(state_dir, device_name)))
     return devices
+
+
+# TOML keys and the argparse destination each one sets.
+TOML_KEYS = {
+    "url": "urls",
+    "urls": "urls",
+    "token_file": "tokens_file",
+    "tokens_file": "tokens_file",
+    "name": "name",
+    "devices": "devices",
+    "state_dir": "state_dir",
+    "spooler": "spooler",
+    "spool_dir": "spool_dir",
+    "cups_queue": "cups_queue",
+    "cups_server": "cups_server",
+    "default_printer": "default_printer",
+    "printers_poll": "printers_poll",
+    "socket_connect_timeout": "socket_connect_timeout",
+    "socket_write_timeout": "socket_write_timeout",
+    "follow_timeout": "follow_timeout",
+    "backoff_initial": "backoff_initial",
+    "backoff_max": "backoff_max",
+    "shutdown_grace": "shutdown_grace",
+    "report_printers": "report_printers",
+    "log_level": "log_level",
+}
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    """The argparse defaults an ``agent.toml`` sets; ``ValueError`` naming a bad key or table."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ValueError(f"--config {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"--config {path}: {exc}") from None
+    defaults: dict[str, Any] = {}
+    for key, value in data.items():
+        if key == "printers":
+            defaults["printers"] = _toml_printers(path, value)
+        elif key == "token":
+            raise ValueError(
+                f"--config {path}: a token does not belong in the file; give token_file "
+                "(or QPRINT_AGENT_TOKEN)"
+            )
+        elif key in TOML_KEYS:
+            if key in ("url", "urls"):
+                value = [value] if isinstance(value, str) else list(value)
+            defaults[TOML_KEYS[key]] = value
+        else:
+            raise ValueError(f"--config {path}: unknown setting {key!r}")
+    return defaults
+
+
+def _toml_printers(path: str | Path, tables: Any) -> list[PrinterSpec]:
+    if not isinstance(tables, list):
+        raise ValueError(f"--config {path}: write each printer as a [[printers]] table")
+    specs = []
+    for i, table in enumerate(tables):
+        if not isinstance(table, dict) or not {"name", "uri"} <= table.keys():
+            raise ValueError(f"--config {path}: printers[{i}] needs a name and a uri")
+        unknown = set(table) - {"name", "uri", "default"}
+        if unknown:
+            raise ValueError(
+                f"--config {path}: printers[{i}]: unknown {', '.join(sorted(unknown))}"
+            )
+        try:
+            check_uri(str(table["uri"]))
+        except ValueError as exc:
+            raise ValueError(f"--config {path}: printers[{i}]: {exc}") from None
+        specs.append(
+            PrinterSpec(str(table["name"]), str(table["uri"]), bool(table.get("default", False)))
+        )
+    return specs

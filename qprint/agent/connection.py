@@ -1,6 +1,6 @@
 """Reaching a server: which URL to try next, how long to wait, and what a failure means.
 
-The agent treats refusals in three ways (SPEC 3.6):
+The agent treats refusals in three ways (docs/PROTOCOL.md):
 
 - **stop**: 401/403 at the upgrade (credentials refused: a person must act) and close 4001
   (device disabled or token revoked). Retrying would only hammer the server.

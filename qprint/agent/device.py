@@ -40,7 +40,6 @@ from qprint.agent.worker import (
     JobRunner,
     Reporter,
     error_code,
-    report_printers,
 )
 
 logger = logging.getLogger("qprint.agent")
@@ -91,6 +90,8 @@ class DeviceAgent:
         self._ws = None
         self._background: set[asyncio.Task] = set()
         self._retry_handle: asyncio.TimerHandle | None = None
+        self._reconcile: tuple[tuple[str, str, str], ...] | None = None
+        self._printers_sent: list[dict[str, Any]] | None = None
 
     @property
     def endpoints(self) -> p.Endpoints:
@@ -194,6 +195,7 @@ class DeviceAgent:
         self._ws = ws
         code: int | None = None
         pinger: asyncio.Task | None = None
+        watcher: asyncio.Task | None = None
         try:
             hello = p.parse_hello(p.parse_frame(await asyncio.wait_for(ws.recv(), 10)))
             self.hello = hello
@@ -216,7 +218,9 @@ class DeviceAgent:
             )
             pinger = asyncio.create_task(self._ping(ws, hello.heartbeat_seconds))
             if self.config.report_printers:
-                self._spawn(self._report_printers(endpoints))
+                watcher = asyncio.create_task(self._watch_printers(ws))
+            if hello.active_jobs:
+                self._reconcile = hello.active_jobs  # the worker answers them before claiming
             self.wake.set()
             async for message in ws:
                 await self._on_frame(ws, endpoints, message)
@@ -231,8 +235,9 @@ class DeviceAgent:
         finally:
             self.connected = False
             self._ws = None
-            if pinger is not None:
-                pinger.cancel()
+            for task in (pinger, watcher):
+                if task is not None:
+                    task.cancel()
         received = ws.protocol.close_rcvd
         if code is None and received is not None:
             code = received.code
@@ -306,11 +311,28 @@ class DeviceAgent:
             )
         # hello again or a frame type from a newer protocol: nothing to do
 
-    async def _report_printers(self, endpoints: p.Endpoints) -> None:
-        try:
-            await report_printers(self.http, endpoints, self.spooler)
-        except Exception as exc:
-            logger.warning("printers_not_reported device=%s error=%r", self.name, exc)
+    async def _watch_printers(self, ws) -> None:
+        """Send the printers (state, capabilities) at connect, then whenever they change.
+
+        Read every ``--printers-poll`` seconds; a ``printers`` frame goes out only when the list
+        differs from the last one this device sent.
+        """
+        first = True
+        while True:
+            try:
+                printers = await asyncio.to_thread(self.spooler.printers)
+            except Exception as exc:
+                logger.warning("printers_not_read device=%s error=%r", self.name, exc)
+            else:
+                if first or printers != self._printers_sent:
+                    try:
+                        await ws.send(p.printers_frame(printers))
+                    except ConnectionClosed:
+                        return
+                    if not first:
+                        logger.info("printers_changed device=%s", self.name)
+                    self._printers_sent, first = printers, False
+            await asyncio.sleep(self.config.printers_poll_seconds)
 
     # -- work --------------------------------------------------------------------------------
 
@@ -327,6 +349,12 @@ class DeviceAgent:
                 resumed = True
                 for entry in self.journal.jobs_in(j.SPOOLED):
                     await self.jobs.finish_spooled(self.endpoints, entry)
+            if self._reconcile is not None:
+                active, self._reconcile = self._reconcile, None
+                try:
+                    await self.jobs.reconcile(self.endpoints, active)
+                except Exception:
+                    logger.exception("reconcile_failed device=%s", self.name)
             try:
                 if not await self.reporter.flush(self.endpoints):
                     self._wake_later(min(5.0, self.backoff.maximum))  # reports are retried

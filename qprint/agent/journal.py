@@ -1,7 +1,7 @@
 """The agent's memory of every job and every report, in SQLite, written before each side effect.
 
-Invariants (SPEC 3.3.4), which hold across crashes because every write is a committed,
-``synchronous=FULL`` transaction before the act it describes:
+Invariants (docs/AGENT.md, "The journal"), which hold across crashes because every write is a
+committed, ``synchronous=FULL`` transaction before the act it describes:
 
 - A job is marked ``SUBMITTING`` before the spooler is called. A job the journal holds as
   ``SUBMITTING`` (the agent died during submission) is never submitted again: recovery turns it
@@ -184,6 +184,23 @@ class Journal:
             )
             if event:
                 self._queue_event(job_id, claim_id, event, message, detail)
+        return True
+
+    def record_unknown(self, job_id: str, claim_id: str, message: str) -> bool:
+        """A job the server holds active that this journal has no record of (it was lost with
+        its disk, or deleted): record it OUTCOME_UNKNOWN and queue that report, never print it.
+        False when the journal knows the job after all."""
+        with self._tx():
+            cur = self.db.execute(
+                "INSERT INTO jobs (job_id, claim_id, state, updated_at) VALUES (?,?,?,?)"
+                " ON CONFLICT (job_id) DO NOTHING",
+                (job_id, claim_id, "OUTCOME_UNKNOWN", time.time()),
+            )
+            if cur.rowcount != 1:
+                return False
+            self._queue_event(
+                job_id, claim_id, "OUTCOME_UNKNOWN", message, {"reason": "no_journal_record"}
+            )
         return True
 
     def requeue_final_event(self, job_id: str, claim_id: str) -> str | None:

@@ -28,7 +28,7 @@ COMMAND_TYPES = ("CANCEL_JOB", "PRINT_TEST_PAGE", "REPORT_PRINTERS")
 
 
 class CloseCode(IntEnum):
-    """Close codes the server uses (SPEC 3.6)."""
+    """Close codes the server uses (docs/PROTOCOL.md)."""
 
     GOING_AWAY = 1001
     SERVICE_RESTART = 1012
@@ -52,6 +52,9 @@ class Hello:
     paused: bool
     settings_revision: int
     settings: dict[str, Any] = field(default_factory=dict)
+    # The device's jobs the server holds in RECEIVED or SPOOLED: (job_id, claim_id, status).
+    # None when the server did not send the list (an older server): nothing to reconcile.
+    active_jobs: tuple[tuple[str, str, str], ...] | None = None
 
 
 def parse_frame(text: str | bytes) -> dict[str, Any]:
@@ -90,6 +93,22 @@ def parse_hello(frame: dict[str, Any]) -> Hello:
         paused=bool(control.get("paused", False)),
         settings_revision=_int(settings, "revision"),
         settings=dict(settings.get("values") or {}),
+        active_jobs=_active_jobs(frame.get("active_jobs")),
+    )
+
+
+def _active_jobs(value: Any) -> tuple[tuple[str, str, str], ...] | None:
+    """hello's ``active_jobs``; an entry without a job id, claim id and status is left out (the
+    connection must not fail on it: the job is then reconciled on a later hello, or by a person)."""
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise ProtocolError("'active_jobs' must be a list")
+    return tuple(
+        (item["job_id"], item["claim_id"], item["status"])
+        for item in value
+        if isinstance(item, dict)
+        and all(isinstance(item.get(k), str) and item[k] for k in ("job_id", "claim_id", "status"))
     )
 
 
@@ -104,9 +123,9 @@ def parse_settings(frame: dict[str, Any]) -> tuple[int, dict[str, Any]]:
 def parse_command(frame: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     """``(command_id, command type, payload)`` of a ``command`` frame.
 
-    SPEC 3.6 writes the frame as ``{command_id, type, payload}`` while ``type`` already names the
-    frame; the command's own type is read from ``command_type`` (what the server sends), else
-    ``kind``, else a nested ``command`` object.
+    The frame is ``{command_id, command_type, payload}`` (docs/PROTOCOL.md): ``type`` already
+    names the frame. The command's own type is read from ``command_type`` (what the server
+    sends), else ``kind``, else a nested ``command`` object.
     """
     nested = frame.get("command") if isinstance(frame.get("command"), dict) else {}
     command_id = frame.get("command_id") or nested.get("command_id") or nested.get("id")

@@ -24,11 +24,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from qprint.agent import ipp
+from qprint.agent import options as o
+
 LEDGER_NAME = "spool-ledger.log"
 
 
 class SpoolRejected(Exception):
     """The spooler refused the document: nothing was printed, the job FAILED."""
+
+
+class SpoolInterrupted(Exception):
+    """A submission was cut off part way: the printer may have printed some or all of it."""
 
 
 class AlreadySpooled(Exception):
@@ -56,8 +63,15 @@ class Outcome:
 class Spooler:
     name = "base"
 
+    def describe(self) -> tuple[str, dict[str, Any]]:
+        """``(status, capabilities)`` of the one printer behind this backend."""
+        return "idle", {}
+
     def printers(self) -> list[dict[str, Any]]:
-        return [{"name": "default", "is_default": True, "status": "idle", "capabilities": {}}]
+        status, capabilities = self.describe()
+        return [
+            {"name": "default", "is_default": True, "status": status, "capabilities": capabilities}
+        ]
 
     def submit(self, job: SpoolJob) -> str:
         raise NotImplementedError
@@ -106,13 +120,17 @@ class DirectorySpooler(Spooler):
     def path_for(self, job: SpoolJob) -> Path:
         return self.directory / f"{job.job_id}{_extension(job.content_type)}"
 
+    def describe(self) -> tuple[str, dict[str, Any]]:
+        return "idle", {"path": str(self.directory)}
+
     def printers(self) -> list[dict[str, Any]]:
+        status, capabilities = self.describe()
         return [
             {
                 "name": "directory",
                 "is_default": True,
-                "status": "idle",
-                "capabilities": {"path": str(self.directory)},
+                "status": status,
+                "capabilities": capabilities,
             }
         ]
 
@@ -150,6 +168,45 @@ class DirectorySpooler(Spooler):
             os.close(fd)
 
 
+def follow_ipp_job(
+    client: ipp.IppClient,
+    job_id: int,
+    label: str,
+    timeout: float,
+    poll_interval: float,
+    asked_to_cancel,
+) -> Outcome:
+    """Get-Job-Attributes until the job is completed, aborted or canceled.
+
+    A job canceled without the agent asking (CUPS reports a job the printer aborted as canceled)
+    is FAILED; canceled after the agent's own Cancel-Job is CANCELLED; a job the printer no longer
+    knows is OUTCOME_UNKNOWN, as is one still unfinished after ``timeout``.
+    """
+    deadline = time.monotonic() + timeout
+    last_error = ""
+    while True:
+        try:
+            state, reasons, message = client.job_state(job_id)
+        except ipp.IppError as exc:
+            last_error = str(exc)
+        else:
+            said = ", ".join(reasons) + (f" ({message.strip()})" if message.strip() else "")
+            if state is None:
+                return Outcome("OUTCOME_UNKNOWN", f"{label}: the printer no longer knows the job")
+            if state == ipp.JOB_COMPLETED:
+                return Outcome("PRINTED", f"{label} completed: {said}")
+            if state == ipp.JOB_ABORTED:
+                return Outcome("FAILED", f"{label} aborted by the printer: {said}")
+            if state == ipp.JOB_CANCELED:
+                if asked_to_cancel():
+                    return Outcome("CANCELLED", f"{label} cancelled on request: {said}")
+                return Outcome("FAILED", f"{label} canceled without being asked: {said}")
+        if time.monotonic() >= deadline:
+            why = f" (last error: {last_error})" if last_error else ""
+            return Outcome("OUTCOME_UNKNOWN", f"{label} not finished after {timeout}s{why}")
+        time.sleep(poll_interval)
+
+
 _REQUEST_ID = re.compile(r"request id is (\S+)")
 _PRINTER_LINE = re.compile(r"^printer (\S+) (.*)$")
 
@@ -158,7 +215,15 @@ class CupsSpooler(Spooler):
     """Prints through CUPS with its command-line clients (``lp``, ``lpstat``, ``cancel``).
 
     ``server`` (``host:port`` or a socket path) is passed as ``-h``; without it the clients use
-    ``CUPS_SERVER`` or the local scheduler, as they always do.
+    ``CUPS_SERVER`` or the local scheduler, as they always do. Where ``ipptool`` is installed and
+    the scheduler is reachable over TCP, the CUPS job is followed with IPP Get-Job-Attributes on
+    the queue (``ipp://SERVER/printers/QUEUE``), which tells an aborted job from a cancelled one
+    and gives the job-state-reasons; the queue's capabilities and state come from
+    Get-Printer-Attributes the same way. Otherwise ``lpstat`` is read.
+
+    Outcomes: completed = PRINTED; aborted, or cancelled without the agent asking (CUPS reports a
+    job the printer aborted as cancelled) = FAILED with the reason; cancelled by the agent's own
+    ``cancel`` = CANCELLED; a job CUPS no longer knows = OUTCOME_UNKNOWN.
     """
 
     name = "cups"
@@ -169,6 +234,7 @@ class CupsSpooler(Spooler):
         self.queue = queue
         self.server = server
         self.poll_interval = poll_interval
+        self._cancelled: set[str] = set()
 
     def _run(self, *args: str, data: bytes | None = None, timeout: float = 30) -> str:
         command = [args[0], *(["-h", self.server] if self.server else []), *args[1:]]
@@ -183,6 +249,43 @@ class CupsSpooler(Spooler):
         out = self._run("lpstat", "-d")
         match = re.search(r"system default destination: (\S+)", out)
         return match.group(1) if match else None
+
+    def _ipp(self, queue: str):
+        """An IPP client for ``queue`` on this scheduler, or None where IPP cannot be used."""
+        server = self.server or os.environ.get("CUPS_SERVER") or "localhost:631"
+        if server.startswith("/") or ipp.ipptool_missing():
+            return None
+        if ":" not in server:
+            server += ":631"
+        return ipp.IppClient(f"ipp://{server}/printers/{queue}", timeout=10)
+
+    def _capabilities(self, queue: str | None) -> dict[str, Any]:
+        """What the queue reports it can do; empty (nothing refused) when it cannot be asked."""
+        client = self._ipp(queue) if queue else None
+        if client is None:
+            return {}
+        try:
+            return ipp.describe(client.printer_attributes())[1]
+        except ipp.IppError:
+            return {}
+
+    def _queue_status(self, queue: str) -> str:
+        out = self._run("lpstat", "-p", queue)
+        if "disabled" in out:
+            return "stopped"
+        return "processing" if "printing" in out else "idle"
+
+    def describe(self) -> tuple[str, dict[str, Any]]:
+        queue = self.queue or self.default_printer()
+        if not queue:
+            return "unknown", {"error": "CUPS has no default destination"}
+        client = self._ipp(queue)
+        if client is not None:
+            try:
+                return ipp.describe(client.printer_attributes())
+            except ipp.IppError:
+                pass
+        return self._queue_status(queue), {}
 
     def printers(self) -> list[dict[str, Any]]:
         default = self.queue or self.default_printer()
@@ -207,20 +310,19 @@ class CupsSpooler(Spooler):
         return printer or self.queue
 
     def submit(self, job: SpoolJob) -> str:
-        args = ["lp"]
         destination = self._destination(job.printer)
+        try:
+            opts = o.normalize(job.options)
+            if not opts.plain:
+                queue = destination or self.default_printer()
+                o.check(opts, self._capabilities(queue), f"cups:{queue}")
+        except o.OptionError as exc:
+            raise SpoolRejected(str(exc)) from exc
+        args = ["lp"]
         if destination:
             args += ["-d", destination]
         args += ["-t", job.title or job.job_id]
-        copies = job.options.get("copies")
-        if isinstance(copies, int) and copies > 1:
-            args += ["-n", str(copies)]
-        duplex = job.options.get("duplex")
-        if duplex:
-            args += ["-o", "sides=two-sided-long-edge"]
-        media = job.options.get("media")
-        if isinstance(media, str) and media:
-            args += ["-o", f"media={media}"]
+        args += o.lp_arguments(opts)
         args += ["-o", f"document-format={job.content_type}"] if job.content_type else []
         args.append("-")
         try:
@@ -249,6 +351,20 @@ class CupsSpooler(Spooler):
         return "\n".join(block) if block is not None else None
 
     def follow(self, ref: str, timeout: float) -> Outcome:
+        queue, _, number = ref.rpartition("-")
+        client = self._ipp(queue) if number.isdigit() else None
+        if client is not None:
+            return follow_ipp_job(
+                client,
+                int(number),
+                f"CUPS job {ref}",
+                timeout,
+                self.poll_interval,
+                lambda: ref in self._cancelled,
+            )
+        return self._follow_lpstat(ref, timeout)
+
+    def _follow_lpstat(self, ref: str, timeout: float) -> Outcome:
         deadline = time.monotonic() + timeout
         while True:
             finished = self._listed("completed", ref)
@@ -261,9 +377,13 @@ class CupsSpooler(Spooler):
                     ),
                     "",
                 )
+                if re.search(r"cancel", status, re.IGNORECASE) and ref in self._cancelled:
+                    return Outcome("CANCELLED", f"CUPS job {ref} cancelled on request")
                 if re.search(r"fail|error|abort|cancel|stopped", status, re.IGNORECASE):
                     return Outcome("FAILED", f"CUPS job {ref}: {status}")
                 return Outcome("PRINTED", f"CUPS job {ref} completed")
+            if self._listed("not-completed", ref) is None:
+                return Outcome("OUTCOME_UNKNOWN", f"CUPS no longer knows job {ref}")
             if time.monotonic() >= deadline:
                 return Outcome("OUTCOME_UNKNOWN", f"CUPS job {ref} not finished after {timeout}s")
             time.sleep(self.poll_interval)
@@ -271,9 +391,11 @@ class CupsSpooler(Spooler):
     def cancel(self, ref: str) -> bool:
         if self._listed("not-completed", ref) is None:
             return False
+        self._cancelled.add(ref)
         try:
             self._run("cancel", ref)
         except subprocess.CalledProcessError:
+            self._cancelled.discard(ref)
             return False
         return True
 

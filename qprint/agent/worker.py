@@ -16,7 +16,14 @@ import httpx
 
 from qprint.agent import journal as j
 from qprint.agent.protocol import Endpoints
-from qprint.agent.spoolers import AlreadySpooled, Outcome, Spooler, SpoolJob, SpoolRejected
+from qprint.agent.spoolers import (
+    AlreadySpooled,
+    Outcome,
+    Spooler,
+    SpoolInterrupted,
+    SpoolJob,
+    SpoolRejected,
+)
 
 logger = logging.getLogger("qprint.agent")
 
@@ -217,6 +224,40 @@ class JobRunner:
             if body:
                 await self.handle(endpoints, Assignment.from_body(body))
 
+    async def reconcile(
+        self, endpoints: Endpoints, active_jobs: tuple[tuple[str, str, str], ...]
+    ) -> None:
+        """Answer the server's list of this device's RECEIVED/SPOOLED jobs from the journal.
+
+        A job the journal has no record of is reported OUTCOME_UNKNOWN and never printed; a job
+        final here whose outcome the server has not recorded is reported again; jobs still
+        in progress here (received, being submitted, spooled) are finished by the worker as
+        always and need nothing more.
+        """
+        for job_id, claim_id, status in active_jobs:
+            entry = self.journal.job(job_id)
+            if entry is None:
+                self.journal.record_unknown(
+                    job_id,
+                    claim_id,
+                    f"the server has this job {status} but the agent's journal has no record "
+                    "of it (journal lost or reset); it was not printed again",
+                )
+                logger.warning(
+                    "job_outcome_unknown device=%s job=%s reason=no_journal_record",
+                    self.device,
+                    job_id,
+                )
+            elif entry.final and not self.journal.has_pending(job_id):
+                self.journal.requeue_final_event(job_id, claim_id)
+                logger.info(
+                    "job_final_reported_again device=%s job=%s state=%s",
+                    self.device,
+                    job_id,
+                    entry.state,
+                )
+        await self.reporter.flush(endpoints)
+
     def _received_refused(self, job_id: str) -> bool:
         return any(
             kind == "RECEIVED" and outcome not in (None, "ok")
@@ -266,6 +307,9 @@ class JobRunner:
             self._finish(
                 a.job_id, "FAILED", f"spooler refused the document: {exc}", "spool_rejected"
             )
+            return
+        except SpoolInterrupted as exc:  # part of the document may have been printed
+            self._finish(a.job_id, "OUTCOME_UNKNOWN", str(exc), "interrupted_transfer")
             return
         except AlreadySpooled as exc:
             self._finish(a.job_id, "PRINTED", f"document already written: {exc}", "already_spooled")
@@ -375,14 +419,19 @@ class CommandRunner:
             return "DONE", {"cancelled": True}
         if entry.state == j.SPOOLED and entry.spool_ref:
             stopped = await asyncio.to_thread(self.spooler.cancel, entry.spool_ref)
-            if stopped and self.journal.advance(
-                job_id,
-                "CANCELLED",
-                event="CANCELLED",
-                message="cancelled in the spooler",
-                expect=frozenset({j.SPOOLED}),
-            ):
-                return "DONE", {"cancelled": True}
+            if stopped:
+                # The follower may have seen the cancellation first and recorded it.
+                self.journal.advance(
+                    job_id,
+                    "CANCELLED",
+                    event="CANCELLED",
+                    message="cancelled in the spooler on request",
+                    expect=frozenset({j.SPOOLED}),
+                )
+                entry = self.journal.job(job_id)
+                assert entry is not None
+                if entry.state == "CANCELLED":
+                    return "DONE", {"cancelled": True}
         entry = self.journal.job(job_id)
         assert entry is not None
         return "DONE", {"cancelled": False, "reason": f"job is {entry.state}"}

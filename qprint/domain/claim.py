@@ -40,6 +40,7 @@ from qprint.domain import events, gate
 from qprint.domain.states import JobStatus
 from qprint.errors import NotFound
 from qprint.models import Device, PrintJob
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
 
@@ -143,6 +144,7 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
                 events.record_server_event(
                     candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
                 )
+                outbox.announce_job(candidate.pk, candidate.tenant, JobStatus.CLAIMED)
                 logger.info(
                     "job_claimed job=%s device=%s claim=%s node=%s",
                     candidate.pk,

@@ -6,7 +6,10 @@ compared on the **database clock**; ``connection_ready`` says the device has rep
 applied. This module is the only writer of those four columns, and every write is ONE statement:
 
 - :func:`take` - a new connection takes the row unconditionally (newest wins), not ready, lease
-  ``now() + 3 x heartbeat``. The caller then publishes ``replaced`` so an older socket closes.
+  ``now() + 3 x heartbeat``, and ``connection_since = now()`` (shown to people, read by no
+  rule); one read after it lists the device's jobs in RECEIVED or SPOOLED (``hello``'s
+  ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The caller then
+  publishes ``replaced`` so an older socket closes.
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat.
@@ -16,6 +19,10 @@ applied. This module is the only writer of those four columns, and every write i
 Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``: a statement that
 matches no row means another connection took the device, and the caller closes with 4000
 (:class:`Replaced`). :func:`read` is the same answer as :func:`ping` without renewing, for a wakeup.
+
+When an endpoint of the device's tenant wants ``device.connected`` / ``device.disconnected``
+webhooks, :func:`take` and :func:`clear` run in one transaction with the outbox rows announcing
+them (``qprint.webhooks.outbox.announcing_device``); otherwise the statement runs alone, as always.
 
 The state a statement returns (:class:`DeviceState`) carries the inputs of the claim gate
 (:mod:`qprint.domain.gate`), the lease judged in the same statement, so the session decides
@@ -31,8 +38,9 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.domain import sql
+from qprint.domain import reconcile, sql
 from qprint.models import Device
+from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
 LEASE_HEARTBEATS = 3
 
@@ -50,6 +58,8 @@ class Taken:
     control_revision: int
     settings_revision: int
     settings: dict[str, Any]
+    #: ``(job_id, claim_id, status)`` of the device's jobs in RECEIVED or SPOOLED.
+    active_jobs: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -129,12 +139,13 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
     t = sql.tables()
-    with db.cursor() as cursor:
+    with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {t["device"]} SET
                 connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+                connection_since = {sql.now()}
             WHERE id = %s
             RETURNING enabled, paused, control_revision, settings_revision, settings
             """,
@@ -146,14 +157,16 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             ],
         )
         row = cursor.fetchone()
-    if row is None:
-        raise Replaced(f"device {device_id} does not exist")
+        if row is None:
+            raise Replaced(f"device {device_id} does not exist")
+        announce()
     return Taken(
         enabled=bool(row[0]),
         paused=bool(row[1]),
         control_revision=int(row[2]),
         settings_revision=int(row[3]),
         settings=sql.json_value(row[4]) or {},
+        active_jobs=reconcile.active_jobs(device_id),
     )
 
 
@@ -226,7 +239,10 @@ def mark_ready(
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     """Forget this connection (socket closed). False when a newer connection holds the row."""
     t = sql.tables()
-    with db.cursor() as cursor:
+    with (
+        outbox.announcing_device(device_id, DEVICE_DISCONNECTED) as announce,
+        db.cursor() as cursor,
+    ):
         cursor.execute(
             f"""
             UPDATE {t["device"]} SET
@@ -236,7 +252,10 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
             """,
             [device_id, sql.uuid_param(connection_id)],
         )
-        return cursor.rowcount == 1
+        cleared = cursor.rowcount == 1
+        if cleared:
+            announce()
+    return cleared
 
 
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:

@@ -34,6 +34,7 @@ from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import EventRejected, Invalid, NotFound
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 from qprint.signals import send_job_finished_after_commit
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.events")
 
@@ -220,6 +221,7 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
         raise EventRejected("backwards", f"The job is no longer {current}.")
     job.refresh_from_db(fields=["status", "status_reason", "received_at", "finished_at"])
     logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
+    outbox.announce_job(job.pk, job.tenant, target)
     if current == JobStatus.CLAIMED:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):

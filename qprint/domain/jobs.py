@@ -17,8 +17,8 @@ from django.db.models import Q, QuerySet
 from django.db.models.functions import Now
 
 from qprint import documents
-from qprint.conf import qprint_settings
-from qprint.domain import commands, events, inputs
+from qprint.conf import DEFAULTS, qprint_settings
+from qprint.domain import commands, events, formats, inputs
 from qprint.domain.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import (
@@ -26,30 +26,13 @@ from qprint.errors import (
     DocumentTooLarge,
     Invalid,
     NotFound,
-    UnsupportedContentType,
 )
 from qprint.models import Device, PrintJob, PrintJobEvent
 
 logger = logging.getLogger("qprint.jobs")
 
-#: Content types qprint delivers (parameters such as ``; charset=utf-8`` are ignored when
-#: checking). The agent hands them to the spooler as they are; anything else is answered 415.
-ACCEPTED_CONTENT_TYPES: frozenset[str] = frozenset(
-    {
-        "application/pdf",
-        "application/postscript",
-        "application/vnd.cups-raw",
-        "application/vnd.cups-pdf",
-        "application/octet-stream",
-        "text/plain",
-        "image/png",
-        "image/jpeg",
-        "image/pwg-raster",
-        "image/urf",
-        "application/zpl",
-        "application/x-zpl",
-    }
-)
+#: The default of ``QPRINT["ACCEPTED_CONTENT_TYPES"]`` (the setting decides: qprint.domain.formats).
+ACCEPTED_CONTENT_TYPES: frozenset[str] = frozenset(DEFAULTS["ACCEPTED_CONTENT_TYPES"])
 
 #: ``expires_in`` not given: ``QPRINT["JOB_TTL_SECONDS"]`` applies.
 DEFAULT_TTL = object()
@@ -175,6 +158,7 @@ def submit_job(
             return existing, False
 
     target = _device_named(tenant, device_name)
+    formats.check_options(target, printer, content_type, options)
     with transaction.atomic():
         try:
             with transaction.atomic():
@@ -266,16 +250,9 @@ def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | No
 
 
 def _check_content_type(content_type: Any) -> str:
-    if not isinstance(content_type, str) or not content_type.strip():
-        raise Invalid(message="'content_type' is required.")
-    inputs.check_string("content_type", content_type)
-    base = content_type.split(";", 1)[0].strip().lower()
-    if base not in ACCEPTED_CONTENT_TYPES:
-        raise UnsupportedContentType(
-            message=f"Content type {base!r} is not supported; use one of "
-            f"{', '.join(sorted(ACCEPTED_CONTENT_TYPES))}."
-        )
-    return content_type.strip()[:100]
+    if isinstance(content_type, str):
+        inputs.check_string("content_type", content_type)
+    return formats.check_content_type(content_type)
 
 
 def _check_content(content: Any) -> bytes:
@@ -330,6 +307,17 @@ def _locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob
     if locked is None:
         raise NotFound("not_found", "No such job.")
     return locked
+
+
+def may_cancel(job: PrintJob) -> bool:
+    """Whether :func:`cancel_job` would still do something for ``job`` as read: it is not final
+    and no cancel is already asked of its device (the admin offers the action on that)."""
+    return not is_final(job.status) and not job.cancel_requested
+
+
+def reprints_of(job: PrintJob) -> QuerySet:
+    """The jobs made by reprinting ``job``, oldest first."""
+    return PrintJob.objects.filter(reprint_of=job).order_by("created_at")
 
 
 def cancel_job(

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('qprint', '0002_job_expiry_default'),
+        ('qprint', '0005_device_connection_since'),
     ]
 
     operations = [

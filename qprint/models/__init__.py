@@ -5,11 +5,13 @@ from qprint.models.devices import Device, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
 from qprint.models.throttle import AuthFailureCount
+from qprint.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApplicationKey",
     "AuthFailureCount",
     "CommandStatus",
+    "DeliveryStatus",
     "Device",
     "DeviceCommand",
     "DevicePrinter",
@@ -17,4 +19,6 @@ __all__ = [
     "PrintDocument",
     "PrintJob",
     "PrintJobEvent",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

@@ -1,8 +1,8 @@
 """Devices (print agents) and the printers they report.
 
 The four connection columns are the connection record: only ``qprint.domain.connection`` writes
-them at runtime (guarded updates, newest connection wins). Whether the connection is live is the
-queryset method ``Device.objects.with_liveness()`` (database clock).
+them at runtime (guarded updates, newest connection wins), and ``connection_since`` with them.
+Whether the connection is live is ``Device.objects.with_liveness()`` (database clock).
 """
 
 from django.db import models
@@ -45,6 +45,9 @@ class Device(models.Model):
     connection_lease_expires_at = models.DateTimeField(
         _("connection lease expires at"), null=True, blank=True
     )
+    # When the connection named by connection_id took the row (written by the same statement);
+    # for people (the admin), never read by a rule.
+    connection_since = models.DateTimeField(_("connected since"), null=True, blank=True)
 
     last_seen_at = models.DateTimeField(_("last seen at"), null=True, blank=True)
     agent_info = models.JSONField(_("agent info"), default=dict, blank=True)

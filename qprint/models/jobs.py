@@ -119,6 +119,22 @@ class PrintJob(models.Model):
                 condition=Q(finished_at__isnull=False),
                 name="qprint_job_retention_idx",
             ),
+            # The admin's print overview (qprint.domain.overview): jobs per status by age...
+            models.Index(fields=["created_at", "status"], name="qprint_job_created_idx"),
+            # ...the jobs to look at...
+            models.Index(
+                fields=["finished_at"],
+                condition=Q(status__in=["FAILED", "OUTCOME_UNKNOWN"]),
+                name="qprint_job_trouble_idx",
+            ),
+            # ...and the oldest QUEUED job.
+            models.Index(
+                fields=["created_at"],
+                condition=Q(status="QUEUED"),
+                name="qprint_job_queued_idx",
+            ),
+            # A device's recent jobs (its admin page), newest first.
+            models.Index("device", models.F("created_at").desc(), name="qprint_job_recent_idx"),
         ]
 
     def __str__(self) -> str:

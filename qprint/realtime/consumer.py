@@ -27,7 +27,7 @@ from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 from django.db import DataError
 
-from qprint import cluster
+from qprint import cluster, metrics
 from qprint.conf import qprint_settings
 from qprint.domain import commands, connection, credentials, devices, throttle
 from qprint.errors import Invalid
@@ -229,7 +229,7 @@ class DeviceConsumer(AsyncConsumer):
         except Exception as exc:  # the lease runs on; the next ping tries again
             logger.warning("socket_ping_failed device=%s error=%r", self.device_id, exc)
             return
-        await self._carry_out(self.session.pinged(state))
+        metrics.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
     async def frame_printers(self, frame: dict[str, Any]) -> None:
         try:
@@ -244,7 +244,7 @@ class DeviceConsumer(AsyncConsumer):
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        await self._reconcile()
+        metrics.wakeup_handled(message, await self._reconcile())
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
         await self._reconcile()
@@ -264,7 +264,7 @@ class DeviceConsumer(AsyncConsumer):
         else:
             self._arm_timer(answer)
 
-    async def _reconcile(self) -> None:
+    async def _reconcile(self) -> bool | None:
         try:
             state = await socket_db.run(connection.read, self.device_id, self.connection_id)
         except connection.Replaced:
@@ -272,12 +272,13 @@ class DeviceConsumer(AsyncConsumer):
             return
         except Exception as exc:  # the heartbeat will try again
             logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
-            return
-        await self._carry_out(self.session.reconciled(state))
+            return None
+        return await self._carry_out(self.session.reconciled(state))
 
     # -- carrying out the session's answers -------------------------------------------------------
 
-    async def _carry_out(self, plan: Plan) -> None:
+    async def _carry_out(self, plan: Plan) -> bool:
+        """Carry out ``plan``; True when it sent a ``wake`` (for the metrics)."""
         if plan.close is not None:
             await self._close(plan.close)
         for frame in plan.frames:
@@ -298,6 +299,7 @@ class DeviceConsumer(AsyncConsumer):
                 await self._send_frame(frame)
         for frame in plan.then:
             await self._send_frame(frame)
+        return any(frame.get("type") == "wake" for frame in plan.then)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if self.accepted and not self.closing:

@@ -8,7 +8,8 @@ the wakeup, counts it and logs it: the device's next heartbeat finds what the wa
 said (docs/REALTIME.md).
 
 With the in-memory layer (one node) the wakeup is handed straight to this process's sockets.
-Messages carry the tenant and the device id only; the socket reads the row.
+Messages carry the tenant, the device id and the time they were published (for the wake
+latency); the socket reads the row.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ class ChannelLayerPublisher:
         self._thread_lock = threading.Lock()
 
     def publish(self, tenant: str, device_id: int, reason: str) -> None:
-        message = {"type": "qprint.wake", "tenant": tenant, "device_id": device_id}
+        message = {
+            "type": "qprint.wake",
+            "tenant": tenant,
+            "device_id": device_id,
+            "sent_at": time.time(),  # the start of qprint_wake_latency_seconds
+        }
         layer = get_channel_layer()
         if layer is None or isinstance(layer, InMemoryChannelLayer):
             bus.deliver_locally(message)

@@ -145,6 +145,10 @@ class DeviceSession:
             "heartbeat_seconds": int(heartbeat) if heartbeat == int(heartbeat) else heartbeat,
             "control": {"revision": taken.control_revision, "paused": taken.paused},
             "settings": {"revision": taken.settings_revision, "values": taken.settings},
+            "active_jobs": [
+                {"job_id": job_id, "claim_id": claim_id, "status": status}
+                for job_id, claim_id, status in taken.active_jobs
+            ],
         }
 
     # -- frames from the device -------------------------------------------------------------------

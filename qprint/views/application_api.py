@@ -83,8 +83,8 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
 
 
 @application_endpoint("GET")
-def job_detail(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
-    """The job with its events, oldest first."""
+def job_detail_now(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
+    """The job with its events, oldest first (``?wait=`` is :mod:`qprint.views.waiting`)."""
     job = jobs.get_job(key.tenant, job_id)
     return json_response(job_with_events(job, jobs.events_of(job)))
 

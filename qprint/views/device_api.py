@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import documents
+from qprint import documents, metrics
 from qprint.domain import commands, devices, jobs
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
@@ -23,6 +23,7 @@ from qprint.views.http import (
 )
 
 
+@metrics.measure_claim
 @device_endpoint("POST")
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
@@ -47,6 +48,7 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
     return response
 
 
+@metrics.measure_event
 @device_endpoint("POST")
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""

@@ -46,6 +46,7 @@ class AgentRun:
         state_dir,
         spooler: Spooler,
         urls: list[str] | None = None,
+        **settings,
     ):
         self.config = AgentConfig(
             urls=urls or [server.base_url],
@@ -53,6 +54,7 @@ class AgentRun:
             backoff_initial=0.05,
             backoff_max=0.2,
             shutdown_grace=5,
+            **settings,
         )
         self.agent = DeviceAgent(self.config, self.config.devices[0], spooler)
         self.task = asyncio.create_task(self.agent.run())

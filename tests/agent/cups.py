@@ -14,6 +14,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from qprint.agent.ipp import IppClient
 from tests.processes import free_port, port_open, wait_until
 
 CUPS_PDF_BACKEND = Path("/usr/lib/cups/backend/cups-pdf")
@@ -77,6 +78,36 @@ class CupsServer:
         self.pdf_config.write_text(
             f"Out {self.output}\nAnonDirName {self.output}\nLog {r / 'log'}\nGrp lp\nLabel 2\n"
         )
+
+    def add_queue(self, name: str, uri: str, *options: str) -> str:
+        """An IPP Everywhere queue on ``uri`` (``lpadmin -m everywhere``), for the agent's
+        ``cups:`` printers; ``options`` are further ``lpadmin`` arguments."""
+        subprocess.run(
+            [
+                _binary("lpadmin"),
+                "-h",
+                self.server,
+                "-p",
+                name,
+                "-E",
+                "-v",
+                uri,
+                "-m",
+                "everywhere",
+                *options,
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        # cupsd writes the queue's PPD from the printer's attributes a moment later.
+        queue = IppClient(f"ipp://{self.server}/printers/{name}", timeout=5)
+        wait_until(
+            lambda: "Everywhere" in str(queue.printer_attributes().get("printer-make-and-model")),
+            60,
+            message=f"the IPP Everywhere PPD of {name}",
+        )
+        return name
 
     def start(self, timeout: float = 15) -> "CupsServer":
         self._write_config()

@@ -35,6 +35,7 @@ class FakeDevice:
     socket: ServerConnection | None = None
     connections: int = 0
     printers: list | None = None
+    printer_reports: int = 0
 
     @property
     def ready(self) -> bool:
@@ -55,6 +56,8 @@ class FakeJob:
     status: str = "QUEUED"
     claim_id: str | None = None
     sha256_override: str | None = None
+    printer: str | None = None
+    options: dict = field(default_factory=dict)
 
 
 class FakeServer:
@@ -228,12 +231,12 @@ class FakeServer:
             {
                 "job_id": job.id,
                 "claim_id": job.claim_id,
-                "printer": None,
+                "printer": job.printer,
                 "title": job.title,
                 "content_type": job.content_type,
                 "size": len(job.data),
                 "sha256": job.sha256_override or hashlib.sha256(job.data).hexdigest(),
-                "options": {},
+                "options": job.options,
                 "priority": 0,
                 "document_url": f"/qprint/api/v1/device/jobs/{job.id}/document",
                 "created_at": "2026-01-01T00:00:00Z",
@@ -297,6 +300,11 @@ class FakeServer:
                     "heartbeat_seconds": self.heartbeat,
                     "control": {"revision": device.control_revision, "paused": device.paused},
                     "settings": {"revision": device.settings_revision, "values": device.settings},
+                    "active_jobs": [
+                        {"job_id": job.id, "claim_id": job.claim_id, "status": job.status}
+                        for job in self.jobs.values()
+                        if job.token == token and job.status in ("RECEIVED", "SPOOLED")
+                    ],
                 }
             )
         )
@@ -306,6 +314,9 @@ class FakeServer:
                 self.frames.append(frame)
                 if frame["type"] == "state":
                     device.applied = (frame["control_revision"], frame["settings_revision"])
+                elif frame["type"] == "printers":
+                    device.printers = frame["printers"]
+                    device.printer_reports += 1
         except websockets.ConnectionClosed:
             pass
         finally:

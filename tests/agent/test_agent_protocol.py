@@ -269,3 +269,26 @@ async def test_sigterm_stops_the_agent_process_cleanly(server, tmp_path):
     assert proc.returncode == 0
     assert "connected device=device node=fake" in log
     assert "agent_stopped status=0" in log
+
+
+def test_hello_active_jobs_are_parsed_and_a_malformed_entry_is_left_out():
+    from qprint.agent import protocol as p
+
+    base = {
+        "type": "hello",
+        "heartbeat_seconds": 20,
+        "control": {"revision": 1},
+        "settings": {"revision": 1},
+    }
+    assert p.parse_hello(base).active_jobs is None
+    hello = p.parse_hello(
+        {
+            **base,
+            "active_jobs": [
+                {"job_id": "j1", "claim_id": "c1", "status": "RECEIVED"},
+                {"job_id": "j2", "claim_id": None, "status": "SPOOLED"},
+                "junk",
+            ],
+        }
+    )
+    assert hello.active_jobs == (("j1", "c1", "RECEIVED"),)

@@ -142,7 +142,7 @@ def test_job_page_is_read_only_and_shows_its_events(client, operator):
     assert page.status_code == 200
     assert b'name="_save"' not in page.content
     assert b"QUEUED" in page.content
-    assert page.context["inline_admin_formsets"][0].formset.queryset.count() == 1
+    assert [row["event"].type for row in page.context["console"]["timeline"]] == ["QUEUED"]
     client.post(url, {"status": "PRINTED", "priority": 9})
     job.refresh_from_db()
     assert (job.status, job.priority) == ("QUEUED", 0)
@@ -289,3 +289,29 @@ def test_queue_depth_counts_the_devices_queued_jobs(admin_client):
     api.cancel_job(done)
     rows = {d.name: d for d in admin_client.get(DEVICES).context["cl"].result_list}
     assert (rows["busy"].queue_depth, rows["idle"].queue_depth) == (3, 0)
+
+
+def test_the_job_list_filters_jobs_the_device_has_held_longer_than_the_setting(
+    admin_client, settings
+):
+    settings.QPRINT = {"STUCK_JOB_SECONDS": 600}
+    make_device(name="held")
+    jobs = {
+        name: api.submit_job("acme", "held", b"%PDF-1.4", "application/pdf", title=name)[0]
+        for name in ("old-received", "old-spooled", "new-received", "old-printed", "queued")
+    }
+    old, new = Now() - timedelta(seconds=900), Now() - timedelta(seconds=60)
+    for name, status, received in (
+        ("old-received", "RECEIVED", old),
+        ("old-spooled", "SPOOLED", old),
+        ("new-received", "RECEIVED", new),
+        ("old-printed", "PRINTED", old),
+    ):
+        PrintJob.objects.filter(pk=jobs[name].pk).update(status=status, received_at=received)
+    page = admin_client.get(JOBS, {"stuck": "yes"})
+    assert page.status_code == 200
+    assert sorted(j.title for j in page.context["cl"].result_list) == [
+        "old-received",
+        "old-spooled",
+    ]
+    assert b"longer than 10.0 min" in page.content

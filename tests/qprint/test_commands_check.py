@@ -70,3 +70,17 @@ def test_qprint_without_qcluster_starts_and_check_names_what_is_missing(settings
         messages = check_qcluster_installed()
     assert [m.id for m in messages] == ["qprint.E006"]
     assert "INSTALLED_APPS" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"WEBHOOK_ALLOW_HTTP": True, "WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/8", "hooks.lan"]}, []),
+        ({"WEBHOOK_ALLOW_HTTP": "yes"}, ["qprint.E007"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, ["qprint.E007"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/33"]}, ["qprint.E007"]),
+        ({"WEBHOOK_MAX_IN_FLIGHT": 0}, ["qprint.E003"]),
+    ],
+)
+def test_webhook_settings_are_checked(settings, expected):
+    assert ids(**settings) == expected

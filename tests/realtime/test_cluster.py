@@ -120,10 +120,9 @@ def bus_is_up(node: Node) -> bool:
     """What the node's /metrics says of its bus (its probe passes)."""
     import httpx
 
-    text = httpx.get(f"{node.http}/metrics", timeout=10).text
-    return any(
-        line.startswith("qprint_bus_up{") and line.endswith(" 1") for line in text.splitlines()
-    )
+    from tests.exposition import value
+
+    return value(httpx.get(f"{node.http}/metrics", timeout=10).text, "qprint_bus_up") == 1
 
 
 def row(device_id: int) -> Device:

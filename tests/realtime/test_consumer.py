@@ -114,6 +114,29 @@ async def test_hello_names_connection_and_row_takes_it_not_ready(device_and_toke
     assert d.connection_lease_expires_at is not None
 
 
+async def test_hello_lists_the_devices_received_and_spooled_jobs_for_reconciling(
+    device_and_token, sockets
+):
+    device, token = device_and_token
+    _queued, received, spooled, printed = [await adb(submit, device) for _ in range(4)]
+    claims = {job.pk: uuid.uuid4() for job in (received, spooled, printed)}
+
+    def move():
+        from qprint.models import PrintJob
+
+        for job, status in ((received, "RECEIVED"), (spooled, "SPOOLED"), (printed, "PRINTED")):
+            PrintJob.objects.filter(pk=job.pk).update(status=status, claim_id=claims[job.pk])
+
+    await adb(move)
+    s = sockets(token)
+    await s.connect()
+    hello = await s.receive()
+    assert sorted(hello["active_jobs"], key=lambda j: j["status"]) == [
+        {"job_id": str(received.pk), "claim_id": str(claims[received.pk]), "status": "RECEIVED"},
+        {"job_id": str(spooled.pk), "claim_id": str(claims[spooled.pk]), "status": "SPOOLED"},
+    ]
+
+
 # -- frames in ------------------------------------------------------------------------------
 
 

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import uuid
+from datetime import timedelta
 
 import pytest
 from channels.db import database_sync_to_async
+from django.db.models.functions import Now
 
 from qprint import api, metrics
 from qprint.domain import connection
+from qprint.models import PrintJob
 from qprint.realtime import publisher
 from qprint.realtime.publisher import ChannelLayerPublisher
+from tests.exposition import samples, value
 
 
 class FailingLayer:
@@ -37,18 +42,45 @@ def test_layer_error_drops_and_counts(monkeypatch, caplog):
     monkeypatch.setattr(publisher, "get_channel_layer", lambda: FailingLayer())
     pub = ChannelLayerPublisher(queue_size=10)
     pub.publish("acme", 7, "job")
-    wait_until(lambda: pub.counters.dropped_layer_error == 1, 10, message="dropped")
+    line = "wake_dropped tenant=acme device=7 cause=layer_error"
+    # The publisher's thread counts the drop, then logs it: wait for both.
+    wait_until(
+        lambda: pub.counters.dropped_layer_error == 1 and line in caplog.text, 10, message="dropped"
+    )
     assert pub.counters.published == 0
-    assert "wake_dropped tenant=acme device=7 cause=layer_error" in caplog.text
 
 
 def test_metrics_show_live_connections_by_node_and_publisher_counters(transactional_db):
     device, _ = api.create_device("acme", "desk-metrics")
     connection.take(device.pk, uuid.uuid4(), "node-x", 20)
+    api.submit_job("acme", "desk-metrics", b"%PDF-1.4", "application/pdf")
     text = metrics.render()
-    assert 'qprint_device_connections{node="node-x"} 1' in text
+    assert value(text, "qprint_device_connections", node="node-x") == 1
+    assert value(text, "qprint_jobs", status="QUEUED") == 1
+    assert value(text, "qprint_jobs", status="PRINTED") == 0
+    assert value(text, "qprint_oldest_queued_job_age_seconds") >= 0
+    # The device holds a live connection: it is not offline.
+    assert value(text, "qprint_devices_offline_with_queued_jobs") == 0
     assert "# TYPE qprint_wakeups_dropped_total counter" in text
-    assert 'cause="queue_full"' in text and "qprint_sockets_open{" in text
+    assert value(text, "qprint_wakeups_dropped_total", cause="queue_full") is not None
+    assert value(text, "qprint_sockets_open") is not None
+
+
+def test_devices_offline_with_queued_jobs_and_the_oldest_queued_age(transactional_db):
+    api.create_device("acme", "desk-off")
+    api.submit_job("acme", "desk-off", b"%PDF-1.4", "application/pdf")
+    PrintJob.objects.update(created_at=Now() - timedelta(minutes=10))
+    text = metrics.render()
+    assert value(text, "qprint_devices_offline_with_queued_jobs") == 1
+    assert 600 <= value(text, "qprint_oldest_queued_job_age_seconds") < 700
+
+
+def test_process_figures_carry_node_and_pid(transactional_db):
+    from qcluster import identity
+
+    text = metrics.render()
+    labels = [ls for n, ls, _ in samples(text) if n == "qprint_wake_queue_depth"]
+    assert labels == [{"node": identity.node_id(), "pid": str(os.getpid())}]
 
 
 def test_connections_gauge_counts_live_rows_of_the_node(transactional_db):
@@ -108,6 +140,7 @@ async def test_short_lived_process_sends_its_wakeup_before_it_exits(
         )
         assert result.returncode == 0, result.stderr.decode()
         message = await asyncio.wait_for(layer.receive(channel), 10)
+        assert message.pop("sent_at") > 0  # when it was published: the wake latency's start
         assert message == {"type": "qprint.wake", "tenant": "acme", "device_id": device.pk}
     finally:
         await layer.flush()

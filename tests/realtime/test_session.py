@@ -83,8 +83,17 @@ def test_hello_tells_the_row_taken_and_remembers_what_it_told():
         "heartbeat_seconds": 20,
         "control": {"revision": 3, "paused": True},
         "settings": {"revision": 5, "values": {"tray": 1}},
+        "active_jobs": [],
     }
     assert (s.sent_control, s.sent_settings_revision) == ((3, True), 5)
+
+
+def test_hello_lists_the_active_jobs_the_row_taken_carries():
+    t = replace(taken(), active_jobs=(("j1", "c1", "RECEIVED"), ("j2", "c2", "SPOOLED")))
+    assert session().hello(t, now=0.0)["active_jobs"] == [
+        {"job_id": "j1", "claim_id": "c1", "status": "RECEIVED"},
+        {"job_id": "j2", "claim_id": "c2", "status": "SPOOLED"},
+    ]
 
 
 @pytest.mark.parametrize(

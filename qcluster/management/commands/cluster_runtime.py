@@ -23,10 +23,33 @@ class Command(BaseCommand):
             "--node-id",
             help="Node id (default: QQQ_NODE_ID, else HOSTNAME, else the machine's hostname).",
         )
+        parser.add_argument(
+            "--metrics-port",
+            type=int,
+            metavar="PORT",
+            help="Serve this process's Prometheus figures (prometheus_client's default registry, "
+            "where other apps add theirs: the workers' and tasks' counters) on PORT.",
+        )
+        parser.add_argument(
+            "--metrics-bind",
+            default="0.0.0.0",
+            metavar="ADDRESS",
+            help="Address of the metrics port (default: 0.0.0.0).",
+        )
 
-    def handle(self, *args, once: bool = False, node_id: str | None = None, **options) -> None:
+    def handle(
+        self,
+        *args,
+        once: bool = False,
+        node_id: str | None = None,
+        metrics_port: int | None = None,
+        metrics_bind: str = "0.0.0.0",
+        **options,
+    ) -> None:
         if node_id is not None and not node_id.strip():
             raise CommandError("--node-id must not be empty.")
+        if metrics_port is not None:
+            serve_metrics(metrics_bind, metrics_port)
         runtime = ClusterRuntime(read_identity(node_id), once=once)
         runtime.install_signal_handlers()
         code = runtime.run()
@@ -35,3 +58,16 @@ class Command(BaseCommand):
                 "Stopped without recording it: the database did not answer (see the log).",
                 returncode=code,
             )
+
+
+def serve_metrics(address: str, port: int) -> None:
+    """prometheus_client's default registry on ``address:port`` (a daemon thread; OpenMetrics when
+    the scraper asks). The web process serves the cluster's figures; this is the runtime's own."""
+    from prometheus_client import REGISTRY, start_http_server
+
+    if not 0 < port < 65536:
+        raise CommandError(f"--metrics-port must be between 1 and 65535, not {port}.")
+    try:
+        start_http_server(port, addr=address, registry=REGISTRY)
+    except OSError as exc:
+        raise CommandError(f"Cannot serve metrics on {address}:{port}: {exc}") from exc

@@ -1,0 +1,65 @@
+"""What a submission may carry: the accepted content types and the options its printer can do.
+
+- Content types: ``QPRINT["ACCEPTED_CONTENT_TYPES"]`` (docs/API.md, "Content types"); parameters
+  such as ``; charset=utf-8`` are ignored when checking. The default list adds, to documents CUPS
+  and IPP Everywhere printers take, the raw formats of label and receipt printers: ZPL under the
+  names IPP and CUPS use (``application/vnd.zebra-zpl``) and those applications send
+  (``application/zpl``, ``application/x-zpl``), EPL, ESC/POS, ``application/vnd.cups-raw`` and
+  ``application/octet-stream``.
+- Options: checked against the capabilities the device's agent reported for the job's printer
+  (its default printer when the job names none), when it reported any. The rules are the agent's
+  own (``qprint.agent.options``, pure and free of Django), so the server refuses exactly what the
+  agent would fail: a wrong option is answered 422 before anything is queued.
+"""
+
+from typing import Any
+
+from qprint.agent import options as agent_options
+from qprint.conf import qprint_settings
+from qprint.errors import Invalid, UnsupportedContentType
+from qprint.models import Device, DevicePrinter
+
+
+def accepted_content_types() -> frozenset[str]:
+    return frozenset(t.lower() for t in qprint_settings.ACCEPTED_CONTENT_TYPES)
+
+
+def check_content_type(content_type: Any) -> str:
+    """The submitted content type, trimmed; 415 unless its base type is accepted."""
+    if not isinstance(content_type, str) or not content_type.strip():
+        raise Invalid(message="'content_type' is required.")
+    base = content_type.split(";", 1)[0].strip().lower()
+    accepted = accepted_content_types()
+    if base not in accepted:
+        raise UnsupportedContentType(
+            message=f"Content type {base!r} is not supported; use one of "
+            f"{', '.join(sorted(accepted))}."
+        )
+    return content_type.strip()[:100]
+
+
+def reported_capabilities(device: Device, printer: str | None) -> tuple[str, dict[str, Any]] | None:
+    """``(printer name, capabilities)`` the agent reported for ``printer`` (None: its default)."""
+    printers = DevicePrinter.objects.filter(device=device)
+    printers = printers.filter(name=printer) if printer else printers.filter(is_default=True)
+    found = printers.values_list("name", "capabilities").first()
+    return (found[0], found[1] or {}) if found else None
+
+
+def check_options(
+    device: Device, printer: str | None, content_type: str, options: dict[str, Any]
+) -> None:
+    """422 naming the option when the printer's reported capabilities say it cannot do it."""
+    try:
+        normalized = agent_options.normalize(options)
+    except agent_options.OptionError as exc:
+        raise Invalid("unsupported_option", f"{exc}.") from None
+    reported = reported_capabilities(device, printer)
+    if reported is None:
+        return  # not known: the agent will refuse what its printer cannot do
+    name, capabilities = reported
+    try:
+        agent_options.check(normalized, capabilities, name)
+        agent_options.check_format(content_type, capabilities, name)
+    except agent_options.OptionError as exc:
+        raise Invalid("unsupported_option", f"{exc}.") from None

@@ -1,0 +1,42 @@
+"""Jobs a device holds: RECEIVED or SPOOLED on the server, so only the device can end them.
+
+Two readers share the one predicate written here:
+
+- the ``hello`` frame lists a device's active jobs (:func:`active_jobs`, read by
+  :func:`qprint.domain.connection.take`) so that the agent answers each from its journal after
+  every reconnect: it reports what it knows, and OUTCOME_UNKNOWN for a job it has no record of
+  (docs/PROTOCOL.md, docs/AGENT.md);
+- the admin's "stuck" filter (:func:`stuck`): active jobs received longer ago than
+  ``QPRINT["STUCK_JOB_SECONDS"]``, the ones a person may want to look at.
+"""
+
+from datetime import timedelta
+
+from django.db.models import QuerySet
+from django.db.models.functions import Now
+
+from qprint.domain.states import JobStatus
+from qprint.models import PrintJob
+
+ACTIVE_STATUSES = (JobStatus.RECEIVED, JobStatus.SPOOLED)
+
+
+def active(queryset: QuerySet[PrintJob] | None = None) -> QuerySet[PrintJob]:
+    return (queryset if queryset is not None else PrintJob.objects.all()).filter(
+        status__in=ACTIVE_STATUSES
+    )
+
+
+def active_jobs(device_id: int) -> tuple[tuple[str, str, str], ...]:
+    """``(job_id, claim_id, status)`` of the device's active jobs, oldest received first."""
+    rows = (
+        active(PrintJob.objects.filter(device_id=device_id, claim_id__isnull=False))
+        .order_by("received_at", "created_at")
+        .values_list("id", "claim_id", "status")
+    )
+    return tuple((str(job_id), str(claim_id), status) for job_id, claim_id, status in rows)
+
+
+def stuck(queryset: QuerySet[PrintJob], seconds: float) -> QuerySet[PrintJob]:
+    """Active jobs received more than ``seconds`` ago (database clock)."""
+    return active(queryset).filter(received_at__lt=Now() - timedelta(seconds=seconds))

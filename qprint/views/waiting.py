@@ -1,0 +1,141 @@
+"""``GET api/v1/jobs/<id>?wait=SECONDS&status=S``: answer when the job's status differs from ``S``
+(default: its status when the request arrived) or after ``SECONDS`` (at most 30), whichever is
+first. The answer is the job with its events, as without ``wait``.
+
+An async view, so a waiting request holds neither a thread nor a database connection: each
+database read runs on a shared executor thread and gives its connection back at once. The wait
+itself is an :class:`asyncio.Event` set by the job's after-commit notice
+(``qprint.webhooks.notify``: in this process directly, from other nodes over the channel layer),
+with a re-read every ``QPRINT["JOB_WAIT_RECHECK_SECONDS"]``, so a lost notice (no Redis, an
+outage) costs at most that much. The job is read after subscribing, so a change that commits
+meanwhile is not missed. Without ``wait`` the request is served by the plain view as before.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import SyncToAsync, sync_to_async
+from django.db import DatabaseError, connection
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from qprint.conf import qprint_settings
+from qprint.domain import jobs
+from qprint.domain.states import JobStatus
+from qprint.errors import QPrintError
+from qprint.models import ApplicationKey
+from qprint.serializers import job_with_events
+from qprint.views.application_api import job_detail_now
+from qprint.views.http import application_endpoint, error_response, invalid, json_response
+from qprint.webhooks import notify
+
+MAX_WAIT_SECONDS = 30
+
+
+@dataclass(frozen=True)
+class Waiting:
+    tenant: str
+    job_id: Any
+    status: str
+    seconds: float
+
+
+def _wait_seconds(request: HttpRequest) -> float:
+    raw = request.GET.get("wait", "")
+    try:
+        seconds = float(raw)
+    except ValueError:
+        raise invalid("wait", "must be a number of seconds") from None
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:
+        raise invalid("wait", f"must be between 0 and {MAX_WAIT_SECONDS} seconds")
+    return seconds
+
+
+@application_endpoint("GET")
+def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse | Waiting:
+    seconds = _wait_seconds(request)
+    status = request.GET.get("status") or None
+    if status is not None and status not in JobStatus.values:
+        raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
+    job = jobs.get_job(key.tenant, job_id)
+    return Waiting(key.tenant, job.pk, status or job.status, seconds)
+
+
+def _answer_if_moved(waiting: Waiting) -> HttpResponse | None:
+    """The answer when the job's status is no longer ``waiting.status`` (or the job is gone);
+    None to keep waiting (a database error too: the final answer says what is wrong)."""
+    try:
+        job = jobs.get_job(waiting.tenant, waiting.job_id)
+    except QPrintError as exc:
+        return error_response(exc.code, exc.status, exc.message)
+    except DatabaseError:
+        return None
+    if job.status == waiting.status:
+        return None
+    return json_response(job_with_events(job, jobs.events_of(job)))
+
+
+def _release_request_thread() -> None:
+    """Give back the thread Django parked for this request.
+
+    Django serves each ASGI request inside an asgiref ``ThreadSensitiveContext``; the first
+    thread-sensitive call of the request (the ``request_started`` receivers) makes it a one-thread
+    executor that stays, idle, until the request ends: one parked thread per waiting request. We
+    shut that executor down before waiting (its idle thread exits); a later thread-sensitive call
+    of the same request (``request_finished``) makes a new one. Nothing thread-sensitive runs
+    meanwhile: the waiting path's reads use the shared executor.
+    """
+    try:
+        context = SyncToAsync.thread_sensitive_context.get(None)
+        executor = SyncToAsync.context_to_thread_executor.pop(context, None) if context else None
+    except (AttributeError, TypeError):  # another asgiref: keep the thread, lose nothing else
+        return
+    if executor is not None:
+        executor.shutdown(wait=False)
+
+
+def _giving_back_connection(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Run ``func`` on a shared thread and close (give back to the pool) its connection."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        finally:
+            connection.close()
+
+    return sync_to_async(call, thread_sensitive=False)
+
+
+@csrf_exempt
+async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
+    """The job with its events; with ``?wait=``, once its status moved or the time is up."""
+    if "wait" not in request.GET:
+        return await sync_to_async(job_detail_now)(request, job_id=job_id)
+    begun = await _giving_back_connection(_begin)(request, job_id=job_id)
+    if isinstance(begun, HttpResponse):
+        return begun
+    _release_request_thread()
+    deadline = time.monotonic() + begun.seconds
+    recheck = float(qprint_settings.JOB_WAIT_RECHECK_SECONDS)
+    key, group = notify.job_key(begun.job_id), notify.job_group(begun.job_id)
+    async with notify.listening(key, group) as changed:
+        while True:
+            changed.clear()
+            answer = await _giving_back_connection(_answer_if_moved)(begun)
+            if answer is not None:
+                return answer
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(changed.wait(), min(recheck, remaining))
+    return await _giving_back_connection(job_detail_now)(request, job_id=job_id)
+
+
+job_detail.allowed_methods = ("GET",)  # read by the OpenAPI test

@@ -1,0 +1,113 @@
+"""``GET api/v1/jobs/<id>?wait=`` answers when the job's status moves, woken by the after-commit
+notice, not by the end of the wait."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+
+from qprint import api
+from qprint.domain import events
+from qprint.domain.claim import claim_next_job
+from qprint.webhooks import notify
+from tests.processes import wait_until
+from tests.qprint.factories import connect, make_device, make_key
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+PDF = b"%PDF-1.4\n%%EOF\n"
+
+
+def report(device, job, type_, claim_id):
+    events.record_device_event(
+        device,
+        job.pk,
+        {
+            "event_id": str(uuid.uuid4()),
+            "type": type_,
+            "claim_id": str(claim_id),
+            "occurred_at": "2026-01-01T00:00:00Z",
+        },
+    )
+
+
+def spooled_job():
+    device = connect(make_device().device)
+    job, _ = api.submit_job("acme", device.name, PDF, "application/pdf")
+    claim = claim_next_job(device.pk)
+    report(device, job, "RECEIVED", claim.claim_id)
+    report(device, job, "SPOOLED", claim.claim_id)
+    return device, job, claim
+
+
+def test_wait_answers_when_the_job_is_printed_well_before_the_wait_ends():
+    key = make_key()
+    device, job, claim = spooled_job()
+    answers: list = []
+
+    def wait():
+        answer = Client().get(
+            reverse("qprint:job-detail", args=[job.pk]), {"wait": "30"}, **key.auth
+        )
+        answers.append((time.monotonic(), answer))
+
+    started = time.monotonic()
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    wait_until(
+        lambda: notify.job_key(job.pk) in notify._callbacks, 10, message="the request waiting"
+    )
+    report(device, job, "PRINTED", claim.claim_id)
+    committed = time.monotonic()
+    waiter.join(35)
+    answered, answer = answers[0]
+    assert answer.status_code == 200
+    assert answer.json()["status"] == "PRINTED"
+    assert [e["type"] for e in answer.json()["events"]][-1] == "PRINTED"
+    # Woken by the change: a wait of 30 s answered within a few seconds of the commit.
+    assert answered - committed < 5 < 30 - (answered - started)
+
+
+def test_wait_with_a_status_already_left_answers_at_once():
+    key = make_key()
+    _device, job, _claim = spooled_job()
+    answer = Client().get(
+        reverse("qprint:job-detail", args=[job.pk]),
+        {"wait": "30", "status": "QUEUED"},
+        **key.auth,
+    )
+    assert answer.status_code == 200 and answer.json()["status"] == "SPOOLED"
+
+
+def test_wait_without_a_change_answers_the_job_as_it_is_when_the_time_is_up():
+    key = make_key()
+    _device, job, _claim = spooled_job()
+    answer = Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "0.3"}, **key.auth)
+    assert answer.status_code == 200 and answer.json()["status"] == "SPOOLED"
+    plain = Client().get(reverse("qprint:job-detail", args=[job.pk]), **key.auth)
+    assert plain.json() == answer.json()
+
+
+@pytest.mark.parametrize(
+    ("params", "code"),
+    [({"wait": "31"}, 422), ({"wait": "soon"}, 422), ({"wait": "1", "status": "LOST"}, 422)],
+)
+def test_a_bad_wait_is_refused(params, code):
+    key = make_key()
+    _device, job, _claim = spooled_job()
+    answer = Client().get(reverse("qprint:job-detail", args=[job.pk]), params, **key.auth)
+    assert answer.status_code == code and answer.json()["error"] == "invalid"
+
+
+def test_waiting_on_another_tenants_job_is_404():
+    other = make_key("globex", name="other")
+    _device, job, _claim = spooled_job()
+    answer = Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "5"}, **other.auth)
+    assert answer.status_code == 404
+    unauthenticated = Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "5"})
+    assert unauthenticated.status_code == 401
