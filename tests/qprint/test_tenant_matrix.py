@@ -22,7 +22,7 @@ from django.urls import reverse
 
 import qprint.urls
 from qprint import api
-from qprint.models import Device, DeviceCommand, DevicePrinter, PrintJob
+from qprint.models import Device, DeviceCommand, DevicePrinter, PrintJob, WebhookEndpoint
 from tests.qprint.factories import DeviceWithToken, KeyWithSecret, connect, make_device, make_key
 
 pytestmark = pytest.mark.django_db
@@ -40,6 +40,7 @@ class World:
     job: dict
     assignment: dict
     command: DeviceCommand
+    webhook: WebhookEndpoint
 
 
 @pytest.fixture
@@ -70,6 +71,9 @@ def world(client) -> World:
         job,
         assignment,
         command,
+        WebhookEndpoint.objects.create(
+            tenant="acme", url="https://hooks.example.com/qprint", events=[], secret="s" * 40
+        ),
     )
 
 
@@ -97,6 +101,14 @@ def remove_job(w: World) -> None:
 
 def remove_device(w: World) -> None:
     Device.objects.filter(pk=w.owner_dev.device.pk).delete()
+
+
+def webhook_url(w: World, name: str) -> str:
+    return reverse(f"qprint:{name}", args=[w.webhook.pk])
+
+
+def remove_webhook(w: World) -> None:
+    WebhookEndpoint.objects.filter(pk=w.webhook.pk).delete()
 
 
 def remove_command(w: World) -> None:
@@ -213,6 +225,20 @@ CASES: dict[str, list[Case]] = {
         )
     ],
     "device-commands": [Case(device_url("device-commands"), "key", remove_device)],
+    "webhooks": [Case(lambda w: Call("get", reverse("qprint:webhooks")), "key", remove_webhook)],
+    "webhook-detail": [
+        Case(lambda w: Call("get", webhook_url(w, "webhook-detail")), "key", remove_webhook),
+        Case(lambda w: Call("delete", webhook_url(w, "webhook-detail")), "key", remove_webhook),
+    ],
+    "webhook-deliveries": [
+        Case(lambda w: Call("get", webhook_url(w, "webhook-deliveries")), "key", remove_webhook)
+    ],
+    "webhook-test": [
+        Case(lambda w: Call("post", webhook_url(w, "webhook-test")), "key", remove_webhook)
+    ],
+    "webhook-rotate-secret": [
+        Case(lambda w: Call("post", webhook_url(w, "webhook-rotate-secret")), "key", remove_webhook)
+    ],
 }
 
 
@@ -266,6 +292,9 @@ def snapshot(w: World) -> dict:
         ),
         "printers": sorted(
             DevicePrinter.objects.filter(device__tenant="acme").values_list("name", flat=True)
+        ),
+        "webhooks": sorted(
+            WebhookEndpoint.objects.filter(tenant="acme").values_list("id", "secret")
         ),
     }
 
