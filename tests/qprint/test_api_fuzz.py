@@ -56,9 +56,16 @@ def schemathesis(
 ) -> subprocess.CompletedProcess:
     config = tmp_path / "schemathesis.toml"
     lines = [
+        "[checks]",
+        "enabled = true",
         # A body made invalid by too many entries can be refused for its size first.
         "[checks.negative_data_rejection]",
         "expected-statuses = [400, 401, 403, 404, 405, 406, 409, 413, 415, 422, 428, 429]",
+        # A webhook's URL must resolve to a public address (docs/WEBHOOKS.md); no schema can say
+        # which names resolve, and the test machine resolves none: a valid-looking URL is 422.
+        "[[operations]]",
+        'include-operation-id = "createWebhook"',
+        "checks.positive_data_acceptance.enabled = false",
     ]
     if auth:
         lines.append("[auth.openapi.deviceToken]")
@@ -76,8 +83,6 @@ def schemathesis(
         str(OPENAPI),
         "--url",
         f"{base_url}/qprint",
-        "--checks",
-        "all",
         "--phases",
         phases,
         "--max-examples",
