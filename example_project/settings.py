@@ -34,14 +34,16 @@ INSTALLED_APPS = [
     "qprint",
 ]
 
+# Django's own middleware, run on the event loop without a thread hop per hook under ASGI
+# (example_project/middleware.py; docs/PERFORMANCE.md, "Per request").
 MIDDLEWARE = [
-    "django.middleware.security.SecurityMiddleware",
-    "django.contrib.sessions.middleware.SessionMiddleware",
-    "django.middleware.common.CommonMiddleware",
-    "django.middleware.csrf.CsrfViewMiddleware",
-    "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "django.contrib.messages.middleware.MessageMiddleware",
-    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "example_project.middleware.SecurityMiddleware",
+    "example_project.middleware.SessionMiddleware",
+    "example_project.middleware.CommonMiddleware",
+    "example_project.middleware.CsrfViewMiddleware",
+    "example_project.middleware.AuthenticationMiddleware",
+    "example_project.middleware.MessageMiddleware",
+    "example_project.middleware.XFrameOptionsMiddleware",
 ]
 
 ROOT_URLCONF = "example_project.urls"
@@ -72,20 +74,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         {"transaction_mode": "IMMEDIATE", "timeout": 20}
     )
 else:
-    # No persistent connections for requests: under ASGI each request runs in a thread of its
-    # own, so a kept connection would be left behind per request (Django's advice: keep 0 under
-    # ASGI; put PgBouncer in front when connecting per request costs too much). The device
-    # sockets' own threads (qprint.realtime.socket_db) keep theirs regardless.
+    # Django's psycopg pool (docs/PERFORMANCE.md, "Connections"): a request, and each statement
+    # of the device sockets' threads, takes an open connection from the process's pool and gives
+    # it back, so no request opens a database connection. DATABASE_POOL_MAX_SIZE bounds the
+    # connections of each process. DATABASE_POOL=off for PgBouncer in transaction mode (the pool
+    # would hold server connections PgBouncer already pools); then CONN_MAX_AGE applies (0: a
+    # connection per request, Django's advice under ASGI). A pool requires CONN_MAX_AGE = 0.
     DATABASES["default"]["CONN_MAX_AGE"] = env.int("CONN_MAX_AGE", default=0)
-    # DATABASE_POOL=on: psycopg's connection pool in each process (Django's "pool" option), sized
-    # by DATABASE_POOL_MIN_SIZE/DATABASE_POOL_MAX_SIZE; the device sockets' threads hold one
-    # connection each (QPRINT["SOCKET_DB_THREADS"]). Leave it off behind PgBouncer in transaction
-    # mode, which pools instead (nothing here uses advisory locks or session state).
-    if env.bool("DATABASE_POOL", default=False):
+    if env.bool("DATABASE_POOL", default=True):
+        pool_max = env.int("DATABASE_POOL_MAX_SIZE", default=10)
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
         DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
-            "min_size": env.int("DATABASE_POOL_MIN_SIZE", default=2),
-            "max_size": env.int("DATABASE_POOL_MAX_SIZE", default=20),
-            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=10.0),
+            "min_size": min(env.int("DATABASE_POOL_MIN_SIZE", default=2), pool_max),
+            "max_size": pool_max,
+            # A request waits this long for a free connection (or for the database to answer
+            # again), then answers 503: a node cut off from its database fails fast, and a
+            # socket upgrade (which may wait twice: drain status, token) fails with 500 before
+            # Daphne's 5 s handshake timeout.
+            "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
         }
 
 REDIS_URL = env.str("REDIS_URL", default="")

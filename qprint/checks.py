@@ -37,6 +37,7 @@ POSITIVE_INTEGERS = (
     "JOB_RETENTION_DAYS",
     "MAX_FRAME_BYTES",
     "SOCKET_DB_THREADS",
+    "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.

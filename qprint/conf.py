@@ -28,6 +28,8 @@ DEFAULTS: dict[str, Any] = {
     "MAX_FRAME_BYTES": 64 * 1024,
     # Device socket: threads (and database connections) of each process's socket path.
     "SOCKET_DB_THREADS": 8,
+    # HTTP API: threads of each process that run the async views' database work.
+    "HTTP_DB_THREADS": 8,
     # Device socket: how often each process probes its channel-layer path (outage detection).
     "BUS_PROBE_SECONDS": 2,
     # Device socket: how often each web process reads its node's qcluster status (drain).

@@ -23,6 +23,7 @@ realtime figures as callables and connects the receiver.
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import os
 import time
@@ -119,13 +120,24 @@ def _answer_of(response: Any, answers: dict[int, str]) -> str:
 
 def _answered(counter: Counter, histogram: Histogram, answers: dict[int, str]):
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(view)
-        def wrapper(*args: Any, **kwargs: Any) -> Any:
-            started = time.perf_counter()
-            response = view(*args, **kwargs)
+        def observe(started: float, response: Any) -> Any:
             histogram.observe(time.perf_counter() - started)
             counter.labels(str(response.status_code), _answer_of(response, answers)).inc()
             return response
+
+        if inspect.iscoroutinefunction(view):  # an async view (``run_async=True``)
+
+            @functools.wraps(view)
+            async def async_wrapper(*args: Any, **kwargs: Any) -> Any:
+                started = time.perf_counter()
+                return observe(started, await view(*args, **kwargs))
+
+            return async_wrapper
+
+        @functools.wraps(view)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            return observe(started, view(*args, **kwargs))
 
         return wrapper
 

@@ -39,6 +39,24 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def http_views_inline(request):
+    """In a test whose data sits in its own open transaction (``django_db`` without
+    ``transaction=True``), the async views' database work runs on the test's thread, where that
+    transaction is visible; transactional tests and live nodes use the node's threads."""
+    from qprint import executor
+
+    marker = request.node.get_closest_marker("django_db")
+    transactional = "transactional_db" in request.fixturenames or (
+        marker is not None and marker.kwargs.get("transaction", False)
+    )
+    executor.http.inline = not transactional
+    yield
+    executor.http.inline = False
+    if transactional:  # their connections, kept without a pool, would outlive the test database
+        executor.http.close_connections()
+
+
 @pytest.fixture
 def services() -> service_discovery.Services:
     """The PostgreSQL/Redis this run uses (tests marked ``services`` only run when both exist)."""

@@ -195,6 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not send the spooler's printers to the server on connect",
     )
     parser.add_argument(
+        "--operations",
+        choices=("auto", "socket", "http"),
+        default="auto",
+        help="claim and report as socket frames when the server offers them (auto, socket: the "
+        "same) or always over HTTP (http)",
+    )
+    parser.add_argument(
         "--shutdown-grace",
         type=float,
         default=30.0,
@@ -239,6 +246,7 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         follow_timeout=args.follow_timeout,
         shutdown_grace=args.shutdown_grace,
         report_printers=args.report_printers,
+        operations=args.operations,
         printers=list(args.printers),
         default_printer=args.default_printer,
         printers_poll_seconds=args.printers_poll,

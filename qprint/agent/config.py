@@ -39,6 +39,9 @@ class AgentConfig:
     follow_timeout: float = 600.0
     shutdown_grace: float = 30.0
     report_printers: bool = True
+    #: "auto"/"socket": claims and reports as socket frames when the server offers them;
+    #: "http": always HTTP.
+    operations: str = "auto"
     journal_retention_days: float = 30.0
     printers: list[PrinterSpec] = field(default_factory=list)
     default_printer: str | None = None

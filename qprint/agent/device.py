@@ -31,6 +31,7 @@ from qprint.agent.connection import (
     open_socket,
     reconnect_jitter,
 )
+from qprint.agent.operations import DeviceApi, SocketOperations
 from qprint.agent.spoolers import Spooler
 from qprint.agent.worker import (
     DONE,
@@ -76,7 +77,10 @@ class DeviceAgent:
             },
             timeout=httpx.Timeout(10.0, read=30.0),
         )
-        self.reporter = Reporter(self.name, self.journal, self.http)
+        # Claims and reports as socket frames when the server offers them (--operations).
+        self.operations = SocketOperations() if config.operations != "http" else None
+        self.api = DeviceApi(self.http, self.operations)
+        self.reporter = Reporter(self.name, self.journal, self.http, self.api)
         self.jobs = JobRunner(
             self.name, self.journal, self.http, self.reporter, spooler, config.follow_timeout
         )
@@ -206,6 +210,8 @@ class DeviceAgent:
             self.applied.settings_revision = hello.settings_revision
             self.applied.settings = hello.settings
             await self._send_state(ws)
+            if self.operations is not None:
+                self.operations.attach(ws, hello.operations)
             self.connected = True
             self.backoff.reset()
             logger.info(
@@ -235,6 +241,8 @@ class DeviceAgent:
         finally:
             self.connected = False
             self._ws = None
+            if self.operations is not None:
+                self.operations.detach()
             for task in (pinger, watcher):
                 if task is not None:
                     task.cancel()
@@ -279,6 +287,8 @@ class DeviceAgent:
             frame = p.parse_frame(message)
         except p.ProtocolError as exc:
             logger.warning("frame_ignored device=%s error=%s", self.name, exc)
+            return
+        if self.operations is not None and self.operations.deliver(frame):
             return
         kind = frame["type"]
         if kind == "wake":
@@ -379,7 +389,7 @@ class DeviceAgent:
         last_job, repeats = None, 0
         while self.connected and not self.stopping.is_set() and not self.applied.paused:
             endpoints = self.endpoints
-            response = await self.http.post(endpoints.claim)
+            response = await self.api.claim(endpoints)
             status = response.status_code
             if status == 204:
                 return

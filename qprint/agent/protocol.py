@@ -52,6 +52,8 @@ class Hello:
     paused: bool
     settings_revision: int
     settings: dict[str, Any] = field(default_factory=dict)
+    #: The operations the server answers as frames (``claim``, ``event``, ``command_result``).
+    operations: frozenset[str] = frozenset()
     # The device's jobs the server holds in RECEIVED or SPOOLED: (job_id, claim_id, status).
     # None when the server did not send the list (an older server): nothing to reconcile.
     active_jobs: tuple[tuple[str, str, str], ...] | None = None
@@ -93,6 +95,7 @@ def parse_hello(frame: dict[str, Any]) -> Hello:
         paused=bool(control.get("paused", False)),
         settings_revision=_int(settings, "revision"),
         settings=dict(settings.get("values") or {}),
+        operations=frozenset(op for op in (frame.get("operations") or ()) if isinstance(op, str)),
         active_jobs=_active_jobs(frame.get("active_jobs")),
     )
 
@@ -110,6 +113,45 @@ def _active_jobs(value: Any) -> tuple[tuple[str, str, str], ...] | None:
         if isinstance(item, dict)
         and all(isinstance(item.get(k), str) and item[k] for k in ("job_id", "claim_id", "status"))
     )
+
+
+#: The frames that answer an operation request (they repeat its ``request_id``).
+ANSWER_TYPES = frozenset({"assignment", "nothing", "refused", "event_recorded", "command_recorded"})
+
+
+def claim_request(request_id: str) -> str:
+    return json.dumps({"type": "claim", "request_id": request_id})
+
+
+def event_request(request_id: str, job_id: str, body: dict[str, Any]) -> str:
+    """An event as a frame: the HTTP body's ``type`` travels as ``event_type``."""
+    frame = {k: v for k, v in body.items() if k != "type"}
+    frame.update(
+        {"type": "event", "request_id": request_id, "job_id": job_id, "event_type": body["type"]}
+    )
+    return json.dumps(frame)
+
+
+def command_result_request(request_id: str, command_id: str, body: dict[str, Any]) -> str:
+    return json.dumps(
+        {"type": "command_result", "request_id": request_id, "command_id": command_id, **body}
+    )
+
+
+def answer_of(frame: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
+    """The HTTP status and body an answer frame stands for."""
+    kind = frame["type"]
+    if kind == "assignment":
+        return 200, {k: v for k, v in frame.items() if k not in ("type", "request_id")}
+    if kind == "nothing":
+        return 204, None
+    if kind == "refused":
+        return _int(frame, "status"), {"error": frame.get("error"), "message": frame.get("message")}
+    if kind == "event_recorded":
+        return _int(frame, "status"), frame.get("event")
+    if kind == "command_recorded":
+        return _int(frame, "status"), frame.get("command")
+    raise ProtocolError(f"{kind!r} is not an answer")
 
 
 def parse_control(frame: dict[str, Any]) -> tuple[int, bool]:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 from qprint.agent import journal as j
+from qprint.agent.operations import DeviceApi
 from qprint.agent.protocol import Endpoints
 from qprint.agent.spoolers import (
     AlreadySpooled,
@@ -48,10 +49,13 @@ class Reporter:
     the report for the next flush, and stop this one so the order of a job's events holds.
     """
 
-    def __init__(self, device: str, journal: j.Journal, http: httpx.AsyncClient):
+    def __init__(
+        self, device: str, journal: j.Journal, http: httpx.AsyncClient, api: DeviceApi | None = None
+    ):
         self.device = device
         self.journal = journal
         self.http = http
+        self.api = api or DeviceApi(http, None)  # over the socket when the server offers it
         self._lock = asyncio.Lock()
 
     async def flush(self, endpoints: Endpoints) -> bool:
@@ -67,7 +71,7 @@ class Reporter:
 
     async def _send(self, endpoints: Endpoints, report: j.Report) -> bool:
         try:
-            response = await self.http.post(endpoints.base + report.path, json=report.body)
+            response = await self.api.report(endpoints, report.path, report.body)
         except httpx.HTTPError as exc:
             logger.info(
                 "report_deferred device=%s key=%s error=%s",

@@ -20,26 +20,36 @@ How it holds, in one transaction per claim:
    on to the next candidate. The partial unique constraint ``qprint_job_one_claimed_per_device``
    backs the "one CLAIMED job per device" rule in the schema itself.
 
-On SQLite the same code runs inside ``transaction_mode = "IMMEDIATE"`` transactions, which
-serialise writers at BEGIN (``FOR UPDATE`` is a no-op there). Nothing else writes ``claim_id``,
-``claim_node`` or moves a job into CLAIMED.
+Round trips (PostgreSQL): two statements between BEGIN and COMMIT. The first locks the device
+row, judges the gate and reads the next candidate (a subquery of the same SELECT; it may be stale
+if the lock had to wait, which costs at most another round, never a wrong answer). The second,
+run once the lock is held and so on a fresh snapshot, is one statement of data-modifying CTEs:
+the held CLAIMED job (the replay) or the guarded ``UPDATE ... WHERE status = 'QUEUED' AND NOT
+EXISTS (held)`` of the candidate with its CLAIMED server event (``INSERT ... SELECT FROM
+claimed``). A candidate lost meanwhile (cancelled, expired) yields neither; the next candidate is
+read again and the second statement repeats.
+
+On SQLite (no data-modifying CTEs) steps 2 and 3 run as separate statements, inside
+``transaction_mode = "IMMEDIATE"`` transactions, which serialise writers at BEGIN (``FOR UPDATE``
+is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a job into CLAIMED.
 """
 
+import json
 import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
-from django.db.models import F
+from django.db import connection, transaction
+from django.db.models import F, OuterRef, Subquery
 from django.db.models.functions import Now
 
 from qprint import cluster
-from qprint.domain import events, gate
+from qprint.domain import events, gate, sql
 from qprint.domain.states import JobStatus
 from qprint.errors import NotFound
-from qprint.models import Device, PrintJob
+from qprint.models import Device, EventSource, PrintJob
 from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
@@ -109,58 +119,167 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
     with transaction.atomic():
         device = _lock_device(device_id)
         gate.check(device)
+        if connection.vendor == "postgresql":
+            return _claim_in_one_statement(device, node)
+        return _claim_step_by_step(device_id, node)
 
-        held = (
-            PrintJob.objects.filter(device_id=device_id, status=JobStatus.CLAIMED)
+
+def _claimed(job_id, tenant: str, device_id: int, claim_id, node: str) -> None:
+    """Inside the claim's transaction, once the job moved: the application is told (webhooks)."""
+    outbox.announce_job(job_id, tenant, JobStatus.CLAIMED)
+    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device_id, claim_id, node)
+
+
+def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
+    """Steps 2 and 3 as separate statements (SQLite)."""
+    held = (
+        PrintJob.objects.filter(device_id=device_id, status=JobStatus.CLAIMED)
+        .only(*_ASSIGNMENT_FIELDS)
+        .first()
+    )
+    if held is not None:
+        logger.debug("claim_replayed job=%s device=%s claim=%s", held.pk, device_id, held.claim_id)
+        return Assignment.of(held)
+
+    for _attempt in range(_MAX_CANDIDATES):
+        candidate = (
+            PrintJob.objects.filter(device_id=device_id)
+            .claimable()
             .only(*_ASSIGNMENT_FIELDS)
             .first()
         )
-        if held is not None:
-            logger.debug(
-                "claim_replayed job=%s device=%s claim=%s", held.pk, device_id, held.claim_id
+        if candidate is None:
+            return None
+        claim_id = uuid.uuid4()
+        moved = PrintJob.objects.filter(pk=candidate.pk, status=JobStatus.QUEUED).update(
+            status=JobStatus.CLAIMED,
+            claim_id=claim_id,
+            claim_node=node,
+            claimed_at=Now(),
+            attempts=F("attempts") + 1,
+        )
+        if moved == 1:
+            candidate.status = JobStatus.CLAIMED
+            candidate.claim_id = claim_id
+            events.record_server_event(
+                candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
             )
-            return Assignment.of(held)
+            _claimed(candidate.pk, candidate.tenant, device_id, claim_id, node)
+            return Assignment.of(candidate)
+    return None
 
-        for _attempt in range(_MAX_CANDIDATES):
-            candidate = (
-                PrintJob.objects.filter(device_id=device_id)
-                .claimable()
-                .only(*_ASSIGNMENT_FIELDS)
-                .first()
-            )
-            if candidate is None:
-                return None
-            claim_id = uuid.uuid4()
-            moved = PrintJob.objects.filter(pk=candidate.pk, status=JobStatus.QUEUED).update(
-                status=JobStatus.CLAIMED,
-                claim_id=claim_id,
-                claim_node=node,
-                claimed_at=Now(),
-                attempts=F("attempts") + 1,
-            )
-            if moved == 1:
-                candidate.status = JobStatus.CLAIMED
-                candidate.claim_id = claim_id
-                events.record_server_event(
-                    candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
+
+_COLUMNS = "id, claim_id, printer, title, content_type, size, sha256, options, priority, created_at"
+
+#: Step 2 and 3 in one statement (PostgreSQL): the held job, or the candidate claimed with its
+#: server event. The guard is in the UPDATE's WHERE: still claimable (QUEUED, unexpired:
+#: ``sql.claimable_job``, the queryset's predicate) and no job of the device CLAIMED (the partial
+#: unique constraint backs the same rule in the schema).
+_CLAIM_SQL = f"""
+WITH held AS (
+    SELECT {_COLUMNS} FROM qprint_job
+    WHERE device_id = %(device)s AND status = %(claimed_status)s
+    LIMIT 1
+), claimed AS (
+    UPDATE qprint_job
+    SET status = %(claimed_status)s, claim_id = %(claim_id)s, claim_node = %(node)s,
+        claimed_at = now(), attempts = attempts + 1
+    WHERE id = %(candidate)s AND device_id = %(device)s AND {{claimable}}
+      AND NOT EXISTS (SELECT 1 FROM held)
+    RETURNING {_COLUMNS}
+), recorded AS (
+    INSERT INTO qprint_job_event
+        (event_id, job_id, device_id, source, type, message, detail, fingerprint)
+    SELECT %(event_id)s, id, NULL, %(source)s, %(claimed_status)s, '', %(detail)s::jsonb,
+           %(fingerprint)s
+    FROM claimed
+    RETURNING job_id
+)
+SELECT 'held', {_COLUMNS} FROM held
+UNION ALL
+SELECT 'claimed', {_COLUMNS} FROM claimed WHERE EXISTS (SELECT 1 FROM recorded)
+"""
+
+
+def _assignment_of_row(row) -> Assignment:
+    _, job_id, claim_id, printer, title, content_type, size, sha256, options, priority, created = (
+        row
+    )
+    return Assignment(
+        job_id=job_id,
+        claim_id=claim_id,
+        printer=printer,
+        title=title,
+        content_type=content_type,
+        size=size,
+        sha256=sha256,
+        options=sql.json_value(options),
+        priority=priority,
+        created_at=created,
+    )
+
+
+def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
+    """Steps 2 and 3 in one statement per candidate (PostgreSQL)."""
+    statement = _CLAIM_SQL.replace("{claimable}", sql.claimable_job("qprint_job"))
+    candidate = device.next_job_id
+    for _attempt in range(_MAX_CANDIDATES):
+        claim_id = uuid.uuid4()
+        detail = {"claim_id": str(claim_id), "node": node}
+        fingerprint = (
+            events.server_event_fingerprint(candidate, JobStatus.CLAIMED, "", detail)
+            if candidate
+            else ""
+        )
+        params = {
+            "device": device.pk,
+            "candidate": candidate,
+            "claim_id": claim_id,
+            "node": node,
+            "claimed_status": JobStatus.CLAIMED.value,
+            "event_id": uuid.uuid4(),
+            "source": EventSource.SERVER.value,
+            "detail": json.dumps(detail),
+            "fingerprint": fingerprint,
+        }
+        with connection.cursor() as cursor:
+            cursor.execute(statement, params)
+            row = cursor.fetchone()
+        if row is not None:
+            assignment = _assignment_of_row(row)
+            if row[0] == "held":
+                logger.debug(
+                    "claim_replayed job=%s device=%s claim=%s",
+                    assignment.job_id,
+                    device.pk,
+                    assignment.claim_id,
                 )
-                outbox.announce_job(candidate.pk, candidate.tenant, JobStatus.CLAIMED)
-                logger.info(
-                    "job_claimed job=%s device=%s claim=%s node=%s",
-                    candidate.pk,
-                    device_id,
-                    claim_id,
-                    node,
-                )
-                return Assignment.of(candidate)
-        return None
+            else:
+                _claimed(assignment.job_id, device.tenant, device.pk, claim_id, node)
+            return assignment
+        if candidate is None:
+            return None
+        # The candidate was cancelled or expired meanwhile: read the next one afresh.
+        candidate = (
+            PrintJob.objects.filter(device_id=device.pk)
+            .claimable()
+            .values_list("id", flat=True)
+            .first()
+        )
+    return None
 
 
 def _lock_device(device_id: int) -> Device:
-    """The device row, locked for this transaction, with the lease judged on the database clock."""
+    """The device row, locked for this transaction, with the lease judged on the database clock
+    and its next candidate job (``next_job_id``, read in the same statement)."""
     device = (
         Device.objects.select_for_update(of=("self",), no_key=True)
         .with_liveness()
+        .annotate(
+            next_job_id=Subquery(
+                PrintJob.objects.filter(device_id=OuterRef("pk")).claimable().values("id")[:1]
+            )
+        )
         .only(
             "id",
             "tenant",

@@ -5,11 +5,18 @@ content) answers as the first delivery did, without changing anything; a differe
 same id is refused with ``event_conflict``. A job moves forward only (``qprint.domain.states``)
 and never leaves a final state.
 
-How it holds: the job row is locked (``SELECT ... FOR UPDATE``) while the event is judged, so the
-deliveries of one job's events are serialised across nodes, and the ``event_id`` column is unique,
-so a duplicate that slips past the lookup (same id reported for another job) fails its INSERT,
-which is caught in a savepoint and answered as a replay or a conflict. The ``fingerprint`` is the
-SHA-256 of the event's canonical content (job, type, claim, time, message, detail).
+How it holds: the job row is locked (``SELECT ... FOR NO KEY UPDATE``) while the event is judged,
+so the deliveries of one job's events are serialised across nodes, and the ``event_id`` column is
+unique, so a duplicate that slips past the lookup (same id reported for another job, or a lookup
+that predates the lock) does not insert: answered as a replay or a conflict. The ``fingerprint``
+is the SHA-256 of the event's canonical content (job, type, claim, time, message, detail).
+
+Round trips (PostgreSQL): two statements between BEGIN and COMMIT for a new event. The first locks
+the job row and looks the ``event_id`` up (a subquery of the same SELECT); the second inserts the
+event (``ON CONFLICT (event_id) DO NOTHING``) and moves the job with an UPDATE guarded by the
+status it was judged in and by the INSERT having happened, in one statement of data-modifying
+CTEs. A replay is the lock and one read of the recorded event. On SQLite the INSERT runs in a
+savepoint and the UPDATE after it.
 
 Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
 ``source = SERVER`` through :func:`record_server_event`.
@@ -23,7 +30,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
+from django.db.models import Subquery
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
@@ -136,42 +144,152 @@ def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -
         job = (
             PrintJob.objects.select_for_update(of=("self",), no_key=True)
             .filter(pk=job_uuid, device_id=device.pk)
+            .annotate(
+                recorded_pk=Subquery(_recorded(event.event_id).values("pk")[:1]),
+                recorded_fingerprint=Subquery(_recorded(event.event_id).values("fingerprint")[:1]),
+            )
             .first()
         )
         if job is None:
             raise NotFound(message="No such job on this device.")
         fingerprint = event.fingerprint(job.pk)
 
-        replay = _replay_of(event.event_id, fingerprint)
-        if replay is not None:
-            return EventOutcome(created=False, job=job, event=replay)
-
-        _judge(job, event)
+        if job.recorded_pk is not None:
+            if job.recorded_fingerprint != fingerprint:
+                raise _conflict(event.event_id)
+            return EventOutcome(
+                created=False, job=job, event=PrintJobEvent.objects.get(pk=job.recorded_pk)
+            )
 
         try:
-            with transaction.atomic():
-                recorded = PrintJobEvent.objects.create(
-                    event_id=event.event_id,
-                    job=job,
-                    device=device,
-                    source=EventSource.DEVICE,
-                    type=event.type,
-                    message=event.message,
-                    detail=event.detail,
-                    occurred_at=event.occurred_at,
-                    fingerprint=fingerprint,
-                )
-        except IntegrityError:
-            # The same event_id was recorded concurrently (for another job, since this job's row
-            # is locked): answer as that delivery did.
+            _judge(job, event)
+        except EventRejected:
+            # The lookup above may predate the lock (a delivery of this very event, holding the
+            # lock, committed meanwhile): a replay is answered as one, never refused.
             replay = _replay_of(event.event_id, fingerprint)
             if replay is None:
                 raise
             return EventOutcome(created=False, job=job, event=replay)
-
-        if event.type != PROGRESS and event.type != job.status:
-            _move(job, event.type, reason=event.message)
+        target = event.type if event.type != PROGRESS and event.type != job.status else None
+        if connection.vendor == "postgresql":
+            recorded = _record_in_one_statement(job, device, event, fingerprint, target)
+        else:
+            recorded = _record_step_by_step(job, device, event, fingerprint, target)
+        if recorded is None:
+            # The same event_id was recorded concurrently (for another job, since this job's row
+            # is locked, or before the lock was granted): answer as that delivery did.
+            replay = _replay_of(event.event_id, fingerprint)
+            if replay is None:
+                raise RuntimeError(f"event {event.event_id} conflicted but cannot be read")
+            return EventOutcome(created=False, job=job, event=replay)
         return EventOutcome(created=True, job=job, event=recorded)
+
+
+def _recorded(event_id: uuid.UUID):
+    return PrintJobEvent.objects.filter(event_id=event_id)
+
+
+def _conflict(event_id: uuid.UUID) -> EventRejected:
+    return EventRejected(
+        "event_conflict", f"Event {event_id} was already recorded with different content."
+    )
+
+
+def _record_step_by_step(
+    job: PrintJob, device: Device, event: DeviceEvent, fingerprint: str, target: str | None
+) -> PrintJobEvent | None:
+    """INSERT in a savepoint, then the guarded UPDATE (SQLite); None: the event_id is taken."""
+    try:
+        with transaction.atomic():
+            recorded = PrintJobEvent.objects.create(
+                event_id=event.event_id,
+                job=job,
+                device=device,
+                source=EventSource.DEVICE,
+                type=event.type,
+                message=event.message,
+                detail=event.detail,
+                occurred_at=event.occurred_at,
+                fingerprint=fingerprint,
+            )
+    except IntegrityError:
+        return None
+    if target is not None:
+        _move(job, target, reason=event.message)
+    return recorded
+
+
+#: The INSERT of a device event and the job's guarded move, in one statement (PostgreSQL). The
+#: UPDATE runs only when the INSERT did (``EXISTS (recorded)``) and only from the status judged.
+_RECORD_SQL = """
+WITH recorded AS (
+    INSERT INTO qprint_job_event
+        (event_id, job_id, device_id, source, type, message, detail, occurred_at, fingerprint)
+    VALUES (%(event_id)s, %(job)s, %(device)s, %(source)s, %(type)s, %(message)s,
+            %(detail)s::jsonb, %(occurred_at)s, %(fingerprint)s)
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING id, recorded_at
+), moved AS (
+    UPDATE qprint_job
+    SET status = %(target)s, status_reason = %(reason)s,
+        received_at = CASE WHEN %(received)s THEN now() ELSE received_at END,
+        finished_at = CASE WHEN %(final)s THEN now() ELSE finished_at END
+    WHERE id = %(job)s AND status = %(current)s AND %(target)s IS NOT NULL
+      AND EXISTS (SELECT 1 FROM recorded)
+    RETURNING status, status_reason, received_at, finished_at
+)
+SELECT recorded.id, recorded.recorded_at, moved.status, moved.status_reason, moved.received_at,
+       moved.finished_at
+FROM recorded LEFT JOIN moved ON true
+"""
+
+
+def _record_in_one_statement(
+    job: PrintJob, device: Device, event: DeviceEvent, fingerprint: str, target: str | None
+) -> PrintJobEvent | None:
+    """The event and the move in one statement (PostgreSQL); None: the event_id is taken."""
+    current = job.status
+    params = {
+        "event_id": event.event_id,
+        "job": job.pk,
+        "device": device.pk,
+        "source": EventSource.DEVICE.value,
+        "type": event.type,
+        "message": event.message,
+        "detail": json.dumps(event.detail),
+        "occurred_at": event.occurred_at,
+        "fingerprint": fingerprint,
+        "target": target,
+        "reason": event.message[:1000],
+        "received": target == JobStatus.RECEIVED,
+        "final": target is not None and is_final(target),
+        "current": current,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_RECORD_SQL, params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    event_pk, recorded_at, status, reason, received_at, finished_at = row
+    if target is not None:
+        if status is None:  # cannot happen while the row is locked; refuse rather than guess
+            raise EventRejected("backwards", f"The job is no longer {current}.")
+        job.status, job.status_reason = status, reason
+        job.received_at, job.finished_at = received_at, finished_at
+        _moved(job, current, target)
+    return PrintJobEvent(
+        pk=event_pk,
+        event_id=event.event_id,
+        job=job,
+        device=device,
+        source=EventSource.DEVICE,
+        type=event.type,
+        message=event.message,
+        detail=event.detail,
+        occurred_at=event.occurred_at,
+        recorded_at=recorded_at,
+        fingerprint=fingerprint,
+    )
 
 
 def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:
@@ -179,10 +297,7 @@ def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:
     if existing is None:
         return None
     if existing.fingerprint != fingerprint:
-        raise EventRejected(
-            "event_conflict",
-            f"Event {event_id} was already recorded with different content.",
-        )
+        raise _conflict(event_id)
     return existing
 
 
@@ -220,6 +335,11 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
     if moved != 1:  # cannot happen while the row is locked; refuse rather than guess
         raise EventRejected("backwards", f"The job is no longer {current}.")
     job.refresh_from_db(fields=["status", "status_reason", "received_at", "finished_at"])
+    _moved(job, current, target)
+
+
+def _moved(job: PrintJob, current: str, target: str) -> None:
+    """What follows a move once it commits: the device is woken, the application told."""
     logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
     outbox.announce_job(job.pk, job.tenant, target)
     if current == JobStatus.CLAIMED:
@@ -242,9 +362,14 @@ def record_server_event(
         type=type,
         message=message,
         detail=detail,
-        fingerprint=fingerprint_of(
-            {"job_id": str(job.pk), "type": type, "message": message, "detail": detail}
-        ),
+        fingerprint=server_event_fingerprint(job.pk, type, message, detail),
+    )
+
+
+def server_event_fingerprint(job_id, type: str, message: str, detail: dict[str, Any]) -> str:
+    """The fingerprint of a server event (also written by the claim's one-statement form)."""
+    return fingerprint_of(
+        {"job_id": str(job_id), "type": type, "message": message, "detail": detail}
     )
 
 

@@ -7,13 +7,15 @@ yet see. The status moves themselves are made by :mod:`qprint.domain.claim` and
 of docs/API.md.
 """
 
+import json
 import logging
 import uuid
 from datetime import timedelta
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
+from django.db.models import Q, QuerySet, Subquery, sql
+from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
 from qprint import documents
@@ -27,7 +29,7 @@ from qprint.errors import (
     Invalid,
     NotFound,
 )
-from qprint.models import Device, PrintJob, PrintJobEvent
+from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -152,39 +154,36 @@ def submit_job(
         }
     )
 
-    if idempotency_key:
-        existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
-        if existing is not None:
-            return existing, False
-
-    target = _device_named(tenant, device_name)
+    target = _submission_target(tenant, device_name, idempotency_key)
+    if target.idempotent_job is not None:
+        if target.idempotent_fingerprint != fingerprint:
+            raise _idempotency_conflict()
+        return PrintJob.objects.get(pk=target.idempotent_job), False
     formats.check_options(target, printer, content_type, options)
+
     with transaction.atomic():
-        try:
-            with transaction.atomic():
-                job = _create_job(
-                    target,
-                    content,
-                    content_type,
-                    sha256,
-                    printer=printer,
-                    title=title,
-                    options=options,
-                    priority=priority,
-                    ttl=ttl,
-                    idempotency_key=idempotency_key,
-                    idempotency_fingerprint=fingerprint if idempotency_key else "",
-                    submitted_by=submitted_by,
-                )
-        except IntegrityError:
-            if not idempotency_key:
-                raise
+        fields = {
+            "printer": printer,
+            "title": title,
+            "options": options,
+            "priority": priority,
+            "ttl": ttl,
+            "idempotency_key": idempotency_key,
+            "idempotency_fingerprint": fingerprint if idempotency_key else "",
+            "submitted_by": submitted_by,
+        }
+        if connection.vendor == "postgresql" and type(documents.backend()) is (
+            documents.DatabaseDocuments
+        ):
+            job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
+        else:
+            job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
+        if job is None:
             # A concurrent submission with this key committed first: answer with its job.
             existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
             if existing is None:
-                raise
+                raise RuntimeError(f"idempotency key {idempotency_key!r} taken but not found")
             return existing, False
-        events.record_server_event(job, JobStatus.QUEUED, detail={"submitted_by": submitted_by})
         wake_after_commit(tenant, target.pk, "job_queued")
     logger.info(
         "job_queued job=%s tenant=%s device=%s size=%s priority=%s",
@@ -195,6 +194,99 @@ def submit_job(
         job.priority,
     )
     return job, True
+
+
+def _submission_target(tenant: str, name: str, idempotency_key: str | None) -> Device:
+    """The device (``NotFound`` otherwise) and, in the same statement, the job already made
+    under ``idempotency_key`` (``idempotent_job``, ``idempotent_fingerprint``)."""
+    made = PrintJob.objects.filter(tenant=tenant, idempotency_key=idempotency_key)
+    device = (
+        Device.objects.filter(tenant=tenant, name=name)
+        .annotate(
+            idempotent_job=Subquery(made.values("pk")[:1]),
+            idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
+        )
+        .first()
+    )
+    if device is None:
+        raise NotFound("unknown_device", f"No device named {name!r}.")
+    if idempotency_key is None:
+        device.idempotent_job = None
+    return device
+
+
+def _insert_job_step_by_step(
+    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+) -> PrintJob | None:
+    """The job, its document and its QUEUED event as separate statements; None when the
+    idempotency key was taken meanwhile."""
+    try:
+        with transaction.atomic():
+            job = _create_job(target, content, content_type, sha256, **fields)
+    except IntegrityError:
+        if not fields["idempotency_key"]:
+            raise
+        return None
+    events.record_server_event(
+        job, JobStatus.QUEUED, detail={"submitted_by": fields["submitted_by"]}
+    )
+    return job
+
+
+def _insert_job_in_one_statement(
+    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+) -> PrintJob | None:
+    """The job, its document row and its QUEUED event in one statement of data-modifying CTEs
+    (PostgreSQL, documents in the database). The job's INSERT is Django's own (``ON CONFLICT DO
+    NOTHING``: a taken idempotency key inserts nothing, and so neither do the other two)."""
+    job = _new_job(target, content, content_type, sha256, **fields)
+    query = sql.InsertQuery(PrintJob, on_conflict=OnConflict.IGNORE)
+    query.insert_values([f for f in PrintJob._meta.local_concrete_fields if not f.generated], [job])
+    compiler = query.get_compiler(using=DEFAULT_DB_ALIAS)
+    compiler.returning_fields = [
+        PrintJob._meta.get_field("created_at"),
+        PrintJob._meta.get_field("expires_at"),
+    ]
+    [(insert_job, params)] = compiler.as_sql()
+    detail = {"submitted_by": fields["submitted_by"]}
+    statement = f"""
+        WITH job AS ({insert_job}),
+        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %s FROM job),
+        queued AS (
+            INSERT INTO qprint_job_event
+                (event_id, job_id, device_id, source, type, message, detail, fingerprint)
+            SELECT %s, %s, NULL, %s, %s, '', %s::jsonb, %s FROM job
+        )
+        SELECT created_at, expires_at FROM job
+    """
+    params = [
+        *params,
+        job.pk,
+        content,
+        uuid.uuid4(),
+        job.pk,
+        EventSource.SERVER.value,
+        JobStatus.QUEUED.value,
+        json.dumps(detail),
+        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        if not fields["idempotency_key"]:
+            raise IntegrityError(f"job {job.pk} was not inserted")
+        return None
+    job.created_at, job.expires_at = row
+    job._state.adding = False
+    job._state.db = DEFAULT_DB_ALIAS
+    return job
+
+
+def _idempotency_conflict() -> Conflict:
+    return Conflict(
+        "idempotency_conflict", "This Idempotency-Key was already used for a different job."
+    )
 
 
 def _create_job(
@@ -215,7 +307,45 @@ def _create_job(
 ) -> PrintJob:
     """Insert a QUEUED job and its document. ``expires_at`` is ``created_at + ttl`` on the
     database clock (both come from the same statement)."""
-    job = PrintJob.objects.create(
+    job = _new_job(
+        device,
+        content,
+        content_type,
+        sha256,
+        printer=printer,
+        title=title,
+        options=options,
+        priority=priority,
+        ttl=ttl,
+        idempotency_key=idempotency_key,
+        idempotency_fingerprint=idempotency_fingerprint,
+        submitted_by=submitted_by,
+        reprint_of=reprint_of,
+    )
+    job.save(force_insert=True)
+    job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
+    documents.save_document(job, content)
+    return job
+
+
+def _new_job(
+    device: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    *,
+    printer: str | None,
+    title: str,
+    options: dict[str, Any],
+    priority: int,
+    ttl: int | None,
+    idempotency_key: str | None = None,
+    idempotency_fingerprint: str = "",
+    submitted_by: str = "",
+    reprint_of: PrintJob | None = None,
+) -> PrintJob:
+    """A QUEUED job not saved yet (``expires_at`` an expression on the database clock)."""
+    return PrintJob(
         tenant=device.tenant,
         device=device,
         printer=printer,
@@ -232,9 +362,6 @@ def _create_job(
         reprint_of=reprint_of,
         expires_at=(Now() + timedelta(seconds=ttl)) if ttl is not None else None,
     )
-    job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
-    documents.save_document(job, content)
-    return job
 
 
 def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | None:
@@ -242,10 +369,7 @@ def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | No
     if existing is None:
         return None
     if existing.idempotency_fingerprint != fingerprint:
-        raise Conflict(
-            "idempotency_conflict",
-            "This Idempotency-Key was already used for a different job.",
-        )
+        raise _idempotency_conflict()
     return existing
 
 

@@ -13,8 +13,8 @@ write is one round trip (SQLite has ``RETURNING`` since 3.35). What they need of
 - :func:`json_value`: a JSON column as read back (text on SQLite).
 
 and the SQL copies of two queryset predicates (:mod:`qprint.models.querysets`), which
-``tests/qprint/test_predicates.py`` pins to agree with them: :func:`live_connection` and
-:func:`claimable_job_exists`.
+``tests/qprint/test_predicates.py`` pins to agree with them: :func:`live_connection`,
+:func:`claimable_job` and :func:`claimable_job_exists`.
 """
 
 from __future__ import annotations
@@ -83,8 +83,12 @@ def live_connection(device: str) -> str:
     )
 
 
+def claimable_job(job: str) -> str:
+    """``PrintJobQuerySet.claimable()``'s condition on the job table named (or aliased) ``job``."""
+    return f"({job}.status = 'QUEUED' AND ({job}.expires_at IS NULL OR {job}.expires_at > {now()}))"
+
+
 def claimable_job_exists(device: str) -> str:
     """``PrintJobQuerySet.claimable()`` of the device ``device``, as an EXISTS."""
     return f"""EXISTS (SELECT 1 FROM {tables()["job"]} j
-                WHERE j.device_id = {device}.id AND j.status = 'QUEUED'
-                  AND (j.expires_at IS NULL OR j.expires_at > {now()}))"""
+                WHERE j.device_id = {device}.id AND {claimable_job("j")})"""

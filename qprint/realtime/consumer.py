@@ -25,18 +25,20 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
-from django.db import DataError
+from django.db import DatabaseError, DataError
+from django.urls import reverse
 
-from qprint import cluster, metrics
+from qprint import cluster, device_operations, metrics
 from qprint.conf import qprint_settings
 from qprint.domain import commands, connection, credentials, devices, throttle
-from qprint.errors import Invalid
+from qprint.errors import Invalid, QPrintError
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
     CLOSE_SERVER_ERROR,
     SUBPROTOCOL,
     Close,
     DeviceSession,
+    OperationRequest,
     Plan,
     ProtocolError,
     encode,
@@ -240,6 +242,51 @@ class DeviceConsumer(AsyncConsumer):
             raise ProtocolError(exc.message) from exc
         except DataError as exc:  # the database refused a value the device sent
             raise ProtocolError("the database refused a value of the frame") from exc
+
+    # -- operations over the socket (claim, event, command result) ------------------------------
+
+    async def frame_claim(self, frame: dict[str, Any]) -> None:
+        await self._operation(frame)
+
+    async def frame_event(self, frame: dict[str, Any]) -> None:
+        await self._operation(frame)
+
+    async def frame_command_result(self, frame: dict[str, Any]) -> None:
+        await self._operation(frame)
+
+    async def _operation(self, frame: dict[str, Any]) -> None:
+        """Answer a request frame as the HTTP API would: a malformed one is the session's
+        protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
+        request = self.session.operation(frame)
+        try:
+            answer = await socket_db.run(self._perform, request)
+        except QPrintError as exc:
+            out = self.session.refused(request, exc.status, exc.code, exc.message)
+        except DatabaseError as exc:
+            logger.warning("socket_operation_failed device=%s error=%r", self.device_id, exc)
+            out = self.session.refused(request, *device_operations.UNAVAILABLE)
+        else:
+            out = self.session.answer(request, answer.status, answer.body)
+        await self._send_frame(out)
+
+    def _perform(self, request: OperationRequest) -> device_operations.Answer:
+        """The operation, on a socket thread, for the device as the HTTP API authenticates it."""
+        device = device_operations.current_device(self.device_id, self.session.token_hash)
+        if request.operation == "claim":
+            return device_operations.claim(device.pk, self._document_url)
+        if request.operation == "event":
+            return device_operations.event(device, request.target, request.body)
+        return device_operations.command_result(device, request.target, request.body)
+
+    def _document_url(self, job_id) -> str:
+        """The document's absolute URL on the host this socket was opened on."""
+        headers = dict(self.scope.get("headers", ()))
+        host = headers.get(b"host", b"").decode("latin-1")
+        if not host:
+            server = self.scope.get("server") or ("localhost", None)
+            host = f"{server[0]}:{server[1]}" if server[1] else server[0]
+        scheme = "https" if self.scope.get("scheme") == "wss" else "http"
+        return f"{scheme}://{host}{reverse('qprint:device-job-document', args=[job_id])}"
 
     # -- messages from the bus, the drain and the timer ------------------------------------------
 

@@ -41,14 +41,31 @@ CLOSE_PROTOCOL_ERROR = 4400
 CLOSE_HEARTBEAT_MISSED = 4408
 CLOSE_SERVER_ERROR = 1011
 
+#: Operations a device may send as frames instead of HTTP requests (``hello.operations``).
+OPERATIONS = ("claim", "event", "command_result")
 #: Frames a device may send.
-CLIENT_FRAMES = frozenset({"state", "ping", "printers"})
+CLIENT_FRAMES = frozenset({"state", "ping", "printers", *OPERATIONS})
+MAX_REQUEST_ID = 64
+#: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
+_EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
 #: A device may send this many seconds' worth of ``MAX_FRAMES_PER_SECOND`` at once.
 FRAME_BURST_SECONDS = 5
 
 
 class ProtocolError(Exception):
     """A frame the device must not send: close 4400, change nothing."""
+
+
+@dataclass(frozen=True)
+class OperationRequest:
+    """An operation frame, parsed: ``operation`` one of :data:`OPERATIONS`, ``target`` the job or
+    command id, ``body`` what the HTTP API would have received as the request body. The driver
+    answers it through :mod:`qprint.device_operations`, as the HTTP API does."""
+
+    operation: str
+    request_id: str
+    target: str | None = None
+    body: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,7 @@ class DeviceSession:
             "heartbeat_seconds": int(heartbeat) if heartbeat == int(heartbeat) else heartbeat,
             "control": {"revision": taken.control_revision, "paused": taken.paused},
             "settings": {"revision": taken.settings_revision, "values": taken.settings},
+            "operations": list(OPERATIONS),
             "active_jobs": [
                 {"job_id": job_id, "claim_id": claim_id, "status": status}
                 for job_id, claim_id, status in taken.active_jobs
@@ -194,6 +212,57 @@ class DeviceSession:
         """The ``error`` frame to send, then the close (4400)."""
         frame = {"type": "error", "code": "protocol_error", "message": str(error)}
         return frame, Close(CLOSE_PROTOCOL_ERROR, f"protocol_error {error}")
+
+    # -- operations (docs/PROTOCOL.md, "Operations over the socket") -----------------------------
+
+    @staticmethod
+    def operation(frame: dict[str, Any]) -> OperationRequest:
+        """The request in a ``claim``, ``event`` or ``command_result`` frame. A malformed one
+        (no valid ``request_id``, no job or command id) is a :class:`ProtocolError`; what the
+        body says is the domain's to judge, and a refusal is an answer."""
+        request_id = frame.get("request_id")
+        if not isinstance(request_id, str) or not 0 < len(request_id) <= MAX_REQUEST_ID:
+            raise ProtocolError(f"request_id must be a string of 1 to {MAX_REQUEST_ID} characters")
+        kind = frame["type"]
+        if kind == "claim":
+            return OperationRequest("claim", request_id)
+        if kind == "event":
+            job_id = frame.get("job_id")
+            if not isinstance(job_id, str) or not job_id:
+                raise ProtocolError("an event frame names its job_id (a string)")
+            body = {name: frame[name] for name in _EVENT_FIELDS if name in frame}
+            if "event_type" in frame:
+                body["type"] = frame["event_type"]
+            return OperationRequest("event", request_id, job_id, body)
+        command_id = frame.get("command_id")
+        if not isinstance(command_id, str) or not command_id:
+            raise ProtocolError("a command_result frame names its command_id (a string)")
+        body = {name: frame[name] for name in ("status", "result") if name in frame}
+        return OperationRequest("command_result", request_id, command_id, body)
+
+    @staticmethod
+    def answer(request: OperationRequest, status: int, body: dict[str, Any] | None) -> dict:
+        """The frame answering ``request`` with the HTTP API's status and body (None: 204)."""
+        rid = request.request_id
+        if request.operation == "claim":
+            if body is None:
+                return {"type": "nothing", "request_id": rid}
+            return {**body, "type": "assignment", "request_id": rid}
+        if request.operation == "event":
+            return {"type": "event_recorded", "request_id": rid, "status": status, "event": body}
+        return {"type": "command_recorded", "request_id": rid, "status": status, "command": body}
+
+    @staticmethod
+    def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:
+        """The ``refused`` frame: the HTTP status and error the HTTP API would have answered. The
+        socket stays open."""
+        return {
+            "type": "refused",
+            "request_id": request.request_id,
+            "status": status,
+            "error": code,
+            "message": message,
+        }
 
     # -- what the row says -------------------------------------------------------------------------
 

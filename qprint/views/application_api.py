@@ -36,7 +36,7 @@ def submitted_by(key: ApplicationKey) -> str:
     return f"key:{key.name}"
 
 
-@application_endpoint("GET", "POST")
+@application_endpoint("GET", "POST", run_async=True)
 def job_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     if request.method == "POST":
         return submit(request, key)
@@ -89,7 +89,7 @@ def job_detail_now(request: HttpRequest, key: ApplicationKey, job_id: str) -> Ht
     return json_response(job_with_events(job, jobs.events_of(job)))
 
 
-@application_endpoint("POST")
+@application_endpoint("POST", run_async=True)
 def job_cancel(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse:
     """200 the job, cancelled or with its cancel asked of the device; 409 ``job_final``."""
     jobs.cancel_job(job_id, tenant=key.tenant, by=submitted_by(key))

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import documents, metrics
-from qprint.domain import commands, devices, jobs
-from qprint.domain.claim import claim_next_job
-from qprint.domain.events import record_device_event
+from qprint import device_operations, documents, metrics
+from qprint.domain import devices, jobs
 from qprint.models import Device
-from qprint.serializers import assignment_object, command_object, event_object, printer_object
+from qprint.serializers import document_url, printer_object
 from qprint.views.http import (
     device_endpoint,
     json_response,
@@ -24,16 +22,16 @@ from qprint.views.http import (
 
 
 @metrics.measure_claim
-@device_endpoint("POST")
+@device_endpoint("POST", run_async=True)
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
-    assignment = claim_next_job(device.pk)
-    if assignment is None:
+    answer = device_operations.claim(device.pk, lambda job_id: document_url(request, job_id))
+    if answer.body is None:
         return HttpResponse(status=204)
-    return json_response(assignment_object(request, assignment))
+    return json_response(answer.body, status=answer.status)
 
 
-@device_endpoint("GET")
+@device_endpoint("GET", run_async=True)
 def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """The document's bytes; ``ETag`` is the quoted sha256 the device checks them against."""
     job = jobs.job_for_download(device, job_id)
@@ -49,24 +47,18 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
 
 
 @metrics.measure_event
-@device_endpoint("POST")
+@device_endpoint("POST", run_async=True)
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""
-    outcome = record_device_event(device, job_id, read_json_object(request))
-    body = {
-        **event_object(outcome.event),
-        "job_id": str(outcome.job.pk),
-        "job_status": outcome.job.status,
-    }
-    return json_response(body, status=201 if outcome.created else 200)
+    answer = device_operations.event(device, job_id, read_json_object(request))
+    return json_response(answer.body, status=answer.status)
 
 
-@device_endpoint("POST")
+@device_endpoint("POST", run_async=True)
 def command_result(request: HttpRequest, device: Device, command_id: str) -> HttpResponse:
     """The device reports how a command ended: ``{status: DONE|FAILED, result}``."""
-    body = read_json_object(request)
-    command = commands.record_result(device, command_id, body.get("status"), body.get("result"))
-    return json_response(command_object(command))
+    answer = device_operations.command_result(device, command_id, read_json_object(request))
+    return json_response(answer.body, status=answer.status)
 
 
 @device_endpoint("PUT")

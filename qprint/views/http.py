@@ -4,8 +4,9 @@ Every answer of the two APIs is JSON, errors included: ``{"error": code, "messag
 the status docs/API.md names. Both APIs authenticate with a bearer secret, never a session, so the
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
-credentials and map :class:`qprint.errors.QPrintError` to its JSON answer. The views hold no
-business rule: that lives in the domain (``qprint.domain``).
+credentials and map :class:`qprint.errors.QPrintError` to its JSON answer; their ``run_async``
+form makes an async view that runs the same function on the node's database threads. The views
+hold no business rule: that lives in the domain (``qprint.domain``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from qprint import executor
 from qprint.domain import credentials, inputs
 from qprint.errors import Disabled, QPrintError, RateLimited
 
@@ -85,47 +87,73 @@ def _authenticated(request: HttpRequest, kind: str, lookup: Callable[..., Any]) 
     return credentials.authenticate(client_address(request), bearer_token(request), lookup, kind)
 
 
+def _serve(
+    view: Callable[..., HttpResponse],
+    authenticate: Callable[[HttpRequest], Any],
+    request: HttpRequest,
+    args: tuple,
+    kwargs: dict,
+) -> HttpResponse:
+    """Authenticate, run the view and map its refusals (synchronous: on any thread)."""
+    try:
+        principal = authenticate(request)
+        return view(request, principal, *args, **kwargs)
+    except QPrintError as exc:
+        return _as_response(exc)
+    except DataError as exc:
+        # The database refused a value the client sent (a number out of range, text it cannot
+        # store): the client's error, not an outage. qprint.domain.inputs refuses what it knows
+        # of first, naming the field; this is the net under it.
+        logger.warning("api_data_refused path=%s error=%s", request.path, exc)
+        return error_response("invalid", 422, "The database refused a value of the request.")
+    except DatabaseError as exc:
+        # Not the client's fault and not final: agents and applications retry a 503.
+        # Never a 401/403 here, which would tell an agent to stop and ask a person.
+        logger.error("api_database_unavailable path=%s error=%s", request.path, exc, exc_info=True)
+        return error_response(
+            "unavailable",
+            503,
+            "The database could not answer; retry shortly.",
+            {"Retry-After": "5"},
+        )
+
+
+def _not_allowed(request: HttpRequest, allowed: tuple[str, ...]) -> HttpResponse | None:
+    if request.method in allowed:
+        return None
+    return error_response(
+        "method_not_allowed",
+        405,
+        f"{request.method} is not allowed here; use {', '.join(allowed)}.",
+        {"Allow": ", ".join(allowed)},
+    )
+
+
 def _endpoint(
-    methods: tuple[str, ...], authenticate: Callable[[HttpRequest], Any]
-) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
+    methods: tuple[str, ...], authenticate: Callable[[HttpRequest], Any], *, run_async: bool
+) -> Callable[[Callable[..., HttpResponse]], Callable[..., Any]]:
     allowed = tuple(m.upper() for m in methods)
 
-    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-        @csrf_exempt
-        @functools.wraps(view)
-        def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-            if request.method not in allowed:
-                return error_response(
-                    "method_not_allowed",
-                    405,
-                    f"{request.method} is not allowed here; use {', '.join(allowed)}.",
-                    {"Allow": ", ".join(allowed)},
-                )
-            try:
-                principal = authenticate(request)
-                return view(request, principal, *args, **kwargs)
-            except QPrintError as exc:
-                return _as_response(exc)
-            except DataError as exc:
-                # The database refused a value the client sent (a number out of range, text it
-                # cannot store): the client's error, not an outage. qprint.domain.inputs refuses
-                # what it knows of first, naming the field; this is the net under it.
-                logger.warning("api_data_refused path=%s error=%s", request.path, exc)
-                return error_response(
-                    "invalid", 422, "The database refused a value of the request."
-                )
-            except DatabaseError as exc:
-                # Not the client's fault and not final: agents and applications retry a 503.
-                # Never a 401/403 here, which would tell an agent to stop and ask a person.
-                logger.error(
-                    "api_database_unavailable path=%s error=%s", request.path, exc, exc_info=True
-                )
-                return error_response(
-                    "unavailable",
-                    503,
-                    "The database could not answer; retry shortly.",
-                    {"Retry-After": "5"},
-                )
+    def decorator(view: Callable[..., HttpResponse]) -> Callable[..., Any]:
+        if run_async:
+
+            @csrf_exempt
+            @functools.wraps(view)
+            async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                refused = _not_allowed(request, allowed)
+                if refused is not None:
+                    return refused
+                return await executor.http.run(_serve, view, authenticate, request, args, kwargs)
+
+        else:
+
+            @csrf_exempt
+            @functools.wraps(view)
+            def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+                refused = _not_allowed(request, allowed)
+                if refused is not None:
+                    return refused
+                return _serve(view, authenticate, request, args, kwargs)
 
         wrapper.allowed_methods = allowed  # read by the OpenAPI test
         return wrapper
@@ -151,14 +179,21 @@ def authenticate_application(request: HttpRequest):
     return key
 
 
-def device_endpoint(*methods: str):
-    """A view of the device API: ``view(request, device, **url_kwargs)``."""
-    return _endpoint(methods, authenticate_device)
+def device_endpoint(*methods: str, run_async: bool = False):
+    """A view of the device API: ``view(request, device, **url_kwargs)``.
+
+    ``run_async=True`` makes it an async view whose work (authentication included) runs on the
+    node's HTTP database threads (:data:`qprint.executor.http`): the hot endpoints, so that a
+    request pays neither a thread of its own for the view nor a new database connection. The
+    answer is the same either way: the same function runs.
+    """
+    return _endpoint(methods, authenticate_device, run_async=run_async)
 
 
-def application_endpoint(*methods: str):
-    """A view of the application API: ``view(request, key, **url_kwargs)``."""
-    return _endpoint(methods, authenticate_application)
+def application_endpoint(*methods: str, run_async: bool = False):
+    """A view of the application API: ``view(request, key, **url_kwargs)`` (``run_async`` as
+    for :func:`device_endpoint`)."""
+    return _endpoint(methods, authenticate_application, run_async=run_async)
 
 
 def read_limited(request: HttpRequest, limit: int, too_large: RequestError) -> bytes:

@@ -25,6 +25,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from qprint import executor
 from qprint.conf import qprint_settings
 from qprint.domain import jobs
 from qprint.domain.states import JobStatus
@@ -115,8 +116,8 @@ def _giving_back_connection(func: Callable[..., Any]) -> Callable[..., Any]:
 @csrf_exempt
 async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     """The job with its events; with ``?wait=``, once its status moved or the time is up."""
-    if "wait" not in request.GET:
-        return await sync_to_async(job_detail_now)(request, job_id=job_id)
+    if "wait" not in request.GET:  # on the node's HTTP database threads, as the other hot views
+        return await executor.http.run(job_detail_now, request, job_id=job_id)
     begun = await _giving_back_connection(_begin)(request, job_id=job_id)
     if isinstance(begun, HttpResponse):
         return begun

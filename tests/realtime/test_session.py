@@ -83,6 +83,7 @@ def test_hello_tells_the_row_taken_and_remembers_what_it_told():
         "heartbeat_seconds": 20,
         "control": {"revision": 3, "paused": True},
         "settings": {"revision": 5, "values": {"tray": 1}},
+        "operations": ["claim", "event", "command_result"],
         "active_jobs": [],
     }
     assert (s.sent_control, s.sent_settings_revision) == ((3, True), 5)
@@ -251,3 +252,42 @@ def test_silence_of_three_heartbeats_closes_4408_and_a_frame_resets_the_clock():
     assert s.heartbeat_check(now=150.0) == pytest.approx(5.0)
     close = s.heartbeat_check(now=155.0)
     assert close.code == CLOSE_HEARTBEAT_MISSED
+
+
+def test_an_event_frame_is_the_http_body_with_its_type_as_event_type():
+    frame = {"type": "event", "request_id": "r1", "job_id": "j", "event_id": "e",
+             "event_type": "PRINTED", "claim_id": "c", "occurred_at": "t", "message": "m",
+             "detail": {"a": 1}, "unknown": "dropped"}  # fmt: skip
+    request = DeviceSession.operation(frame)
+    assert (request.operation, request.request_id, request.target) == ("event", "r1", "j")
+    assert request.body == {"event_id": "e", "type": "PRINTED", "claim_id": "c",
+                            "occurred_at": "t", "message": "m", "detail": {"a": 1}}  # fmt: skip
+    result = DeviceSession.operation(
+        {"type": "command_result", "request_id": "r2", "command_id": "k", "status": "DONE"}
+    )
+    assert (result.target, result.body) == ("k", {"status": "DONE"})
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "claim"},
+        {"type": "claim", "request_id": 1},
+        {"type": "claim", "request_id": "x" * 65},
+        {"type": "event", "request_id": "r"},
+        {"type": "command_result", "request_id": "r", "status": "DONE"},
+    ],
+)
+def test_a_malformed_operation_frame_is_a_protocol_error(frame):
+    with pytest.raises(ProtocolError):
+        DeviceSession.operation(frame)
+
+
+def test_answers_repeat_the_request_id_and_carry_the_http_answer():
+    claim = DeviceSession.operation({"type": "claim", "request_id": "a"})
+    assert DeviceSession.answer(claim, 204, None) == {"type": "nothing", "request_id": "a"}
+    assert DeviceSession.answer(claim, 200, {"job_id": "j"}) == {
+        "job_id": "j", "type": "assignment", "request_id": "a"}  # fmt: skip
+    assert DeviceSession.refused(claim, 409, "paused", "The device is paused.") == {
+        "type": "refused", "request_id": "a", "status": 409, "error": "paused",
+        "message": "The device is paused."}  # fmt: skip

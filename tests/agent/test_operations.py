@@ -1,0 +1,100 @@
+"""The agent's operations over the socket: used when hello offers them, HTTP otherwise; answers
+read as the HTTP responses they stand for; a closed socket fails the request like a network
+error (the caller retries)."""
+
+import asyncio
+import json
+
+import httpx
+import pytest
+
+from qprint.agent import protocol as p
+from qprint.agent.operations import DeviceApi, OperationUnavailable, SocketOperations
+
+ENDPOINTS = p.Endpoints.from_url("http://node.test/qprint/")
+
+
+class Socket:
+    """Answers each request frame with what ``answer(frame)`` returns, through ``ops``."""
+
+    def __init__(self, answer):
+        self.answer = answer
+        self.sent: list[dict] = []
+        self.ops: SocketOperations | None = None
+
+    async def send(self, text: str) -> None:
+        frame = json.loads(text)
+        self.sent.append(frame)
+        reply = self.answer(frame)
+        if reply is not None:
+            asyncio.get_running_loop().call_soon(self.ops.deliver, reply)
+
+
+def http_client(seen: list):
+    def handle(request: httpx.Request) -> httpx.Response:
+        seen.append((request.method, request.url.path))
+        return httpx.Response(204)
+
+    return httpx.AsyncClient(transport=httpx.MockTransport(handle))
+
+
+async def test_claim_goes_over_the_socket_when_offered_and_over_http_otherwise():
+    seen: list = []
+    ops = SocketOperations()
+    sock = Socket(lambda f: {"type": "assignment", "request_id": f["request_id"], "job_id": "j"})
+    sock.ops = ops
+    api = DeviceApi(http_client(seen), ops)
+
+    ops.attach(sock, frozenset({"claim", "event"}))
+    reply = await api.claim(ENDPOINTS)
+    assert (reply.status_code, reply.json()) == (200, {"job_id": "j"})
+    assert sock.sent == [{"type": "claim", "request_id": sock.sent[0]["request_id"]}]
+    assert seen == []
+
+    ops.attach(sock, frozenset())  # a server that does not offer them
+    assert (await api.claim(ENDPOINTS)).status_code == 204
+    assert seen == [("POST", "/qprint/api/v1/device/claim")]
+
+
+async def test_event_and_command_result_frames_and_their_answers():
+    ops = SocketOperations()
+
+    def answer(frame):
+        if frame["type"] == "event":
+            return {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
+                    "event": {"event_id": frame["event_id"]}}  # fmt: skip
+        return {"type": "refused", "request_id": frame["request_id"], "status": 422,
+                "error": "invalid", "message": "status: must be DONE or FAILED"}  # fmt: skip
+
+    sock = Socket(answer)
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim", "event", "command_result"}))
+    api = DeviceApi(http_client([]), ops)
+    body = {"event_id": "e1", "type": "RECEIVED", "claim_id": "c", "occurred_at": "t"}
+    reply = await api.report(ENDPOINTS, p.Endpoints.events_path("job-1"), body)
+    assert (reply.status_code, reply.json()) == (201, {"event_id": "e1"})
+    assert sock.sent[-1] == {
+        "type": "event", "request_id": sock.sent[-1]["request_id"], "job_id": "job-1",
+        "event_type": "RECEIVED", "event_id": "e1", "claim_id": "c", "occurred_at": "t",
+    }  # fmt: skip
+    reply = await api.report(ENDPOINTS, p.Endpoints.command_result_path("cmd-1"), {"status": "X"})
+    assert reply.status_code == 422 and reply.json()["error"] == "invalid"
+    assert sock.sent[-1]["command_id"] == "cmd-1" and sock.sent[-1]["type"] == "command_result"
+
+
+async def test_a_closed_socket_fails_the_request_in_flight_like_a_network_error():
+    ops = SocketOperations()
+    sock = Socket(lambda frame: None)  # never answers
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim"}))
+    api = DeviceApi(http_client([]), ops)
+    pending = asyncio.ensure_future(api.claim(ENDPOINTS))
+    for _ in range(100):  # until the request is on the wire
+        if sock.sent:
+            break
+        await asyncio.sleep(0)
+    assert sock.sent and not pending.done()
+    ops.detach()
+    with pytest.raises(OperationUnavailable):
+        await pending
+    assert issubclass(OperationUnavailable, httpx.TransportError)  # retried like one

@@ -1,0 +1,138 @@
+"""Idle cost and capacity of one node (benchmark 4 of docs/PERFORMANCE.md).
+
+One Daphne node (PostgreSQL, a Redis of the bench's own, the default 20 s heartbeat) and
+``IDLE`` devices connecting in batches of 50 from this process, then pinging on time:
+
+- **connects per second**: devices connected and ready / time taken;
+- **RSS per connection**: the slope of the node's RSS against the number of open sockets, from 0
+  to ``IDLE`` (least squares over the batches);
+- **CPU of the node** over two heartbeats of idle sockets, as a share of one core;
+- **statements per ping**: transactions committed on the database meanwhile (``pg_stat_database``;
+  only this node uses the benchmark's database, and a ping is one autocommit statement) per ping
+  sent; the node's own background statements (drain watch every 2 s) are in the figure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import pytest
+import websockets
+from channels.db import database_sync_to_async
+from django.db import connection
+
+from tests.bench.common import make_devices
+from tests.bench.conftest import size
+from tests.bench.machine import process_cpu_seconds, process_rss_bytes
+from tests.processes import RedisServer
+from tests.realtime.cluster import Node, RealDevice, database_url_of, node_env
+
+pytestmark = [pytest.mark.services, pytest.mark.slow]
+
+IDLE = int(os.environ.get("BENCH_IDLE", 0)) or size(5000, 1000)
+HEARTBEAT = 20
+BATCH = 50  # more at once overflows the listen backlog: a refused connect, not a cost
+WINDOW = 2 * HEARTBEAT
+
+
+class CountingDevice(RealDevice):
+    pings = 0
+
+    async def send(self, frame):
+        if isinstance(frame, dict) and frame.get("type") == "ping":
+            CountingDevice.pings += 1
+        await super().send(frame)
+
+
+@pytest.fixture
+def node(transactional_db):
+    url = database_url_of(connection.settings_dict)
+    redis = RedisServer().start()
+    env = node_env(
+        url, redis.url, "bench-a", QPRINT_HEARTBEAT_SECONDS=str(HEARTBEAT), LOG_LEVEL="WARNING"
+    )
+    a = Node("bench-a", env)
+    try:
+        a.start()
+        yield a
+    finally:
+        a.stop()
+        redis.stop()
+
+
+def ready_count() -> int:
+    from qprint.models import Device
+
+    return Device.objects.filter(connection_ready=True).count()
+
+
+def committed() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+        )
+        return cursor.fetchone()[0]
+
+
+async def connect(url: str, token: str) -> CountingDevice:
+    """Connect as an agent does: a refused attempt is tried again shortly (three times)."""
+    for attempt in range(3):
+        try:
+            return await CountingDevice(token).connect(url)
+        except (OSError, websockets.exceptions.WebSocketException):
+            if attempt == 2:
+                raise
+            await asyncio.sleep(0.5)
+    raise AssertionError("unreachable")
+
+
+def slope(points: list[tuple[int, int]]) -> float:
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+
+
+async def test_idle_devices(node, bench_result):
+    made = await database_sync_to_async(make_devices)(IDLE)
+    pid = node.process.pid
+    await asyncio.sleep(2)
+    rss = [(0, process_rss_bytes(pid))]
+    devices: list[RealDevice] = []
+    started = time.monotonic()
+    for start in range(0, IDLE, BATCH):
+        batch = made[start : start + BATCH]
+        devices += await asyncio.gather(*(connect(node.ws, t) for _, _, t in batch))
+        rss.append((len(devices), process_rss_bytes(pid)))
+    while await database_sync_to_async(ready_count)() < IDLE:
+        await asyncio.sleep(0.1)
+    connect_seconds = time.monotonic() - started
+    await asyncio.sleep(5)  # settled
+
+    # The statistics reach pg_stat_database within a second or so: read them 2 s after the ping
+    # count at both ends, so the two windows have the same length.
+    cpu0, pings0, t0 = process_cpu_seconds(pid), CountingDevice.pings, time.monotonic()
+    await asyncio.sleep(2)
+    xact0 = await database_sync_to_async(committed)()
+    await asyncio.sleep(WINDOW - 2)
+    cpu1, pings1, t1 = process_cpu_seconds(pid), CountingDevice.pings, time.monotonic()
+    await asyncio.sleep(2)
+    xact1 = await database_sync_to_async(committed)()
+    pings = pings1 - pings0
+    figures = {
+        "devices": IDLE,
+        "connects_per_s": round(IDLE / connect_seconds, 1),
+        "rss_per_connection_kib": round(slope(rss) / 1024, 1),
+        "rss_mib": [[n, round(b / 2**20, 1)] for n, b in rss],
+        "node_cpu_percent_of_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+        "pings": pings,
+        # The statement to read xact_commit is this process's own, and is not counted.
+        "statements_per_ping": round((xact1 - xact0 - 1) / pings, 2) if pings else None,
+        "window_s": WINDOW,
+        "heartbeat_s": HEARTBEAT,
+    }
+    bench_result["figures"] = figures
+    print({k: v for k, v in figures.items() if k != "rss_mib"})
+    await asyncio.gather(*(d.close() for d in devices))

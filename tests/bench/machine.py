@@ -1,0 +1,133 @@
+"""What else ran on the machine while a benchmark ran, sampled from ``/proc``.
+
+Benchmarks here share a 2-core machine with other work, so every figure carries the load average
+and the CPU the rest of the machine used meanwhile (every process that is not this benchmark's
+own: the benchmark process and the processes it started, found by session id and parentage).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+TICKS = os.sysconf("SC_CLK_TCK")
+CORES = os.cpu_count() or 1
+
+
+def _stat(pid: int) -> tuple[int, int, int, int] | None:
+    """(ppid, session, utime + stime in ticks, rss pages) of a process, or None if gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    return int(fields[1]), int(fields[3]), int(fields[11]) + int(fields[12]), int(fields[21])
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) ``pid`` used so far."""
+    stat = _stat(pid)
+    return stat[2] / TICKS if stat else 0.0
+
+
+def process_rss_bytes(pid: int) -> int:
+    stat = _stat(pid)
+    return stat[3] * os.sysconf("SC_PAGE_SIZE") if stat else 0
+
+
+def _total_busy_ticks() -> int:
+    fields = Path("/proc/stat").read_text().splitlines()[0].split()[1:]
+    values = [int(v) for v in fields[:8]]
+    idle = values[3] + values[4]  # idle + iowait
+    return sum(values) - idle
+
+
+def _ours(root: int) -> set[int]:
+    """This benchmark's processes: ``root``, its descendants, and its session's processes (nodes
+    and agents are started in sessions of their own, so parentage is followed too)."""
+    stats = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat:
+                stats[int(entry)] = stat
+    ours = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, (ppid, _, _, _) in stats.items():
+            if pid not in ours and ppid in ours:
+                ours.add(pid)
+                changed = True
+    return ours
+
+
+class MachineSampler:
+    """Samples the load average and the CPU of everything else once a second, in a thread."""
+
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.root = os.getpid()
+        self.loads: list[float] = []
+        self.others_cores: list[float] = []  # cores' worth of CPU used by other processes
+        self.ours_cores: list[float] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._last: tuple[float, int, int] | None = None
+        self._ours_ticks: dict[int, int] = {}
+
+    def _our_ticks(self) -> int:
+        total = 0
+        for pid in _ours(self.root):
+            stat = _stat(pid)
+            if stat:
+                self._ours_ticks[pid] = stat[2]
+        # Processes of ours that ended keep counting with their last figure.
+        total = sum(self._ours_ticks.values())
+        return total
+
+    def _sample(self) -> None:
+        now = time.monotonic()
+        busy = _total_busy_ticks()
+        ours = self._our_ticks()
+        if self._last is not None:
+            t, b, o = self._last
+            elapsed = (now - t) * TICKS
+            if elapsed > 0:
+                self.others_cores.append(max(0.0, (busy - b) - (ours - o)) / elapsed)
+                self.ours_cores.append(max(0.0, ours - o) / elapsed)
+        self._last = (now, busy, ours)
+        self.loads.append(os.getloadavg()[0])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def start(self) -> MachineSampler:
+        self._sample()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="machine-sampler")
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._sample()
+        return self.summary()
+
+    def summary(self) -> dict:
+        def stats(values: list[float]) -> dict:
+            if not values:
+                return {"mean": None, "max": None}
+            return {"mean": round(sum(values) / len(values), 2), "max": round(max(values), 2)}
+
+        return {
+            "cores": CORES,
+            "load_average_1m": stats(self.loads),
+            "other_processes_cores": stats(self.others_cores),
+            "benchmark_processes_cores": stats(self.ours_cores),
+            "samples": len(self.loads),
+        }

@@ -1,0 +1,55 @@
+"""Top frames of a py-spy raw profile (``py-spy record --format raw``).
+
+    python -m tests.bench.profile docs/bench/profiles/push_http-throughput.txt [--top 25]
+
+Prints the functions with the most samples on the stack (inclusive) and on top (self), as
+``file:function``, with their share of all samples. Idle event-loop waits are counted too, so the
+shares say where a busy node's time goes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+
+FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:]*)(?::\d+)?\)$")
+
+
+def summarise(path: str, top: int = 25) -> str:
+    inclusive: collections.Counter[str] = collections.Counter()
+    own: collections.Counter[str] = collections.Counter()
+    total = 0
+    with open(path) as lines:
+        text = lines.read().splitlines()
+    for line in text:
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        frames = []
+        for raw in stack.split(";"):
+            m = FRAME.match(raw)
+            if m:
+                file = m["file"].split("site-packages/")[-1].split("wt-perf/")[-1]
+                frames.append(f"{file}:{m['func']}")
+            else:
+                frames.append(raw)
+        for f in set(frames):
+            inclusive[f] += n
+        if frames:
+            own[frames[-1]] += n
+    lines = [f"{path.rsplit('/', 1)[-1]}: {total} samples", "inclusive:"]
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in inclusive.most_common(top)]
+    lines.append("self:")
+    lines += [f"  {100 * n / total:5.1f}%  {f}" for f, n in own.most_common(top)]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("path")
+    parser.add_argument("--top", type=int, default=25)
+    args = parser.parse_args()
+    print(summarise(args.path, args.top))
