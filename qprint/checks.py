@@ -9,6 +9,12 @@
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
 - ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node
   identity, singleton tasks, drain; see docs/CLUSTER.md, "Doors for other apps").
+- ``qprint.E009``: an input limit or the authentication throttle (``MAX_JSON_DEPTH``,
+  ``MAX_JSON_ITEMS``, ``MAX_PRINTERS``, ``MAX_DETAIL_BYTES``, ``MAX_SETTINGS_BYTES``,
+  ``MAX_MESSAGE_LENGTH``, ``MAX_FRAMES_PER_SECOND``, ``AUTH_FAILURE_LIMIT``,
+  ``AUTH_FAILURE_WINDOW_SECONDS``) is not a positive integer.
+- ``qprint.E010``: ``MAX_JSON_DEPTH`` is above 200 (the JSON parser's own stack would give out
+  first: a deep body would be refused by the parser, not by the limit).
 - ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
 - ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
@@ -34,6 +40,20 @@ POSITIVE_INTEGERS = (
     "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
 )
+#: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
+LIMITS = (
+    "MAX_FRAMES_PER_SECOND",
+    "MAX_JSON_DEPTH",
+    "MAX_JSON_ITEMS",
+    "MAX_PRINTERS",
+    "MAX_DETAIL_BYTES",
+    "MAX_SETTINGS_BYTES",
+    "MAX_MESSAGE_LENGTH",
+    "AUTH_FAILURE_LIMIT",
+    "AUTH_FAILURE_WINDOW_SECONDS",
+)
+#: Deeper than this, Python's own JSON parser and encoder would run out of stack.
+MAX_JSON_DEPTH_CEILING = 200
 #: Seconds of the device socket's background work (fractions allowed).
 POSITIVE_NUMBERS = (
     "BUS_PROBE_SECONDS",
@@ -122,6 +142,25 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                     id="qprint.E003",
                 )
             )
+
+    for key in LIMITS:
+        value = user.get(key, DEFAULTS[key])
+        if not _is_int(value) or value <= 0:
+            errors.append(
+                checks.Error(
+                    f"QPRINT[{key!r}] must be a positive integer, got {value!r}.",
+                    hint='See docs/SECURITY.md, "Limits".',
+                    id="qprint.E009",
+                )
+            )
+    depth = user.get("MAX_JSON_DEPTH", DEFAULTS["MAX_JSON_DEPTH"])
+    if _is_int(depth) and depth > MAX_JSON_DEPTH_CEILING:
+        errors.append(
+            checks.Error(
+                f"QPRINT['MAX_JSON_DEPTH'] is {depth}; the most is {MAX_JSON_DEPTH_CEILING}.",
+                id="qprint.E010",
+            )
+        )
 
     ttl = user.get("JOB_TTL_SECONDS", DEFAULTS["JOB_TTL_SECONDS"])
     if ttl is not None and (not _is_int(ttl) or ttl <= 0):

@@ -36,6 +36,26 @@ DEFAULTS: dict[str, Any] = {
     "DRAIN_POLL_SECONDS": 2,
     # Device socket: a draining node closes its sockets spread over this many seconds.
     "DRAIN_SPREAD_SECONDS": 5,
+    # Device socket: frames a device may send per second on average (bursts of five seconds'
+    # worth); a flood above it closes the socket with 4400.
+    "MAX_FRAMES_PER_SECOND": 50,
+    # Input limits (docs/SECURITY.md, "Limits"): JSON nested deeper is refused (too_deep).
+    "MAX_JSON_DEPTH": 32,
+    # Entries of one JSON list or object (too_many).
+    "MAX_JSON_ITEMS": 1000,
+    # Printers one device may report (too_many).
+    "MAX_PRINTERS": 256,
+    # Bytes (as JSON) of an event's detail, a command's payload or result, a job's options and
+    # a printer's capabilities (too_long).
+    "MAX_DETAIL_BYTES": 64 * 1024,
+    # Bytes (as JSON) of a device's settings (too_long).
+    "MAX_SETTINGS_BYTES": 256 * 1024,
+    # Characters of an event's message (too_long).
+    "MAX_MESSAGE_LENGTH": 10000,
+    # Failed authentications (unknown or revoked secret) allowed per source address, and per
+    # credential prefix, in AUTH_FAILURE_WINDOW_SECONDS; above it 429 with Retry-After.
+    "AUTH_FAILURE_LIMIT": 20,
+    "AUTH_FAILURE_WINDOW_SECONDS": 60,
     # Admin: the print overview on the Printing app page refreshes this often.
     "OVERVIEW_REFRESH_SECONDS": 15,
     # Webhooks: allow http:// URLs (https only by default).

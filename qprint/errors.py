@@ -93,3 +93,16 @@ class UnsupportedContentType(QPrintError):
     code = "unsupported_content_type"
     status = 415
     default_message = "The content type is not supported."
+
+
+class RateLimited(QPrintError):
+    """Too many failed authentications from this address or for this credential (HTTP 429);
+    ``retry_after`` is the number of seconds to wait (the ``Retry-After`` header)."""
+
+    code = "rate_limited"
+    status = 429
+    default_message = "Too many failed authentications; retry later."
+
+    def __init__(self, retry_after: int, message: str | None = None) -> None:
+        super().__init__(None, message)
+        self.retry_after = retry_after

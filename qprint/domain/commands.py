@@ -31,7 +31,7 @@ from django.db import transaction
 from django.db.models.functions import Now
 
 from qprint.conf import qprint_settings
-from qprint.domain import sql
+from qprint.domain import inputs, sql
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import Invalid, NotFound
 from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob
@@ -62,14 +62,8 @@ def send_command(
     device: Device | int, type: str, payload: dict[str, Any] | None = None
 ) -> DeviceCommand:
     """Queue a command for the device (delivered over its socket, result reported back)."""
-    if not isinstance(type, str) or not type.strip() or len(type) > TYPE_MAX_LENGTH:
-        raise Invalid(
-            message=f"'type' must be a non-empty string of at most {TYPE_MAX_LENGTH} characters."
-        )
-    if payload is None:
-        payload = {}
-    if not isinstance(payload, dict):
-        raise Invalid(message="'payload' must be a JSON object.")
+    type = inputs.required_text("type", type, TYPE_MAX_LENGTH)
+    payload = inputs.json_object("payload", payload, qprint_settings.MAX_DETAIL_BYTES)
     device_id = _device_id(device)
     with transaction.atomic():
         target = Device.objects.filter(pk=device_id).only("id", "tenant").first()
@@ -144,8 +138,9 @@ def record_result(
     Raises :class:`Invalid` (422) for another status, :class:`NotFound` (404) when the command is
     not this device's.
     """
-    if status not in RESULTS:
-        raise Invalid(message="status: must be DONE or FAILED")
+    if not isinstance(status, str) or status not in RESULTS:
+        raise Invalid(message="'status' must be DONE or FAILED.")
+    result = inputs.json_value("result", result, qprint_settings.MAX_DETAIL_BYTES)
     try:
         command_uuid = uuid.UUID(str(command_id))
     except ValueError:

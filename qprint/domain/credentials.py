@@ -12,13 +12,15 @@ import hashlib
 import hmac
 import logging
 import secrets
+from collections.abc import Callable
 from datetime import timedelta
+from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import BooleanField, ExpressionWrapper, Q
+from django.db.models import BooleanField, Exists, ExpressionWrapper, Q
 from django.db.models.functions import Now
 
-from qprint.domain import inputs
+from qprint.domain import inputs, throttle
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import Conflict, Invalid, NotFound
 from qprint.models import ApplicationKey, Device
@@ -40,39 +42,61 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def device_for_token(token: str) -> Device | None:
-    """The device this token belongs to, enabled or not (the caller answers 403 if disabled)."""
+def device_for_token(token: str, *, throttled: Exists | None = None) -> Device | None:
+    """The device this token belongs to, enabled or not (the caller answers 403 if disabled).
+    ``throttled``: the throttle's ``EXISTS`` (:func:`authenticate`), annotated in the same
+    SELECT."""
     if not token:
         return None
     digest = hash_secret(token)
-    device = Device.objects.filter(token_hash=digest).first()
+    devices = Device.objects.filter(token_hash=digest)
+    if throttled is not None:
+        devices = devices.annotate(throttled=throttled)
+    device = devices.first()
     if device is None or not hmac.compare_digest(device.token_hash, digest):
         return None
     return device
 
 
-def key_for_secret(secret: str) -> ApplicationKey | None:
+def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str) -> Any:
+    """The principal ``lookup(secret)`` finds, through the throttle of failed authentications
+    (:mod:`qprint.domain.throttle`): :class:`~qprint.errors.RateLimited` once ``source`` or the
+    secret's prefix failed too often (even for a right secret), ``None`` for an unknown secret
+    (counted). The throttle's check rides on the lookup's own SELECT."""
+    principal = lookup(secret, throttled=throttle.throttled(source, secret))
+    if principal is not None and not principal.throttled:
+        return principal
+    refusal = throttle.refusal(source, secret)
+    if refusal is not None:
+        raise refusal
+    if principal is not None:  # the window ended between the two statements
+        return principal
+    throttle.record_failure(source, secret, kind)
+    return None
+
+
+def key_for_secret(secret: str, *, throttled: Exists | None = None) -> ApplicationKey | None:
     """The live (not revoked) application key for ``secret``; records when it was last used.
 
     ``last_used_at`` is written at most once a minute per key (judged in the same SELECT, on the
-    database clock), so a busy key does not turn every request into a write.
+    database clock), so a busy key does not turn every request into a write. ``throttled``: the
+    throttle's ``EXISTS`` (:func:`authenticate`), annotated in the same SELECT.
     """
     if not secret:
         return None
     digest = hash_secret(secret)
-    key = (
-        ApplicationKey.objects.filter(key_hash=digest, revoked=False)
-        .annotate(
-            use_is_stale=ExpressionWrapper(
-                Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
-                output_field=BooleanField(),
-            )
+    keys = ApplicationKey.objects.filter(key_hash=digest, revoked=False).annotate(
+        use_is_stale=ExpressionWrapper(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
+            output_field=BooleanField(),
         )
-        .first()
     )
+    if throttled is not None:
+        keys = keys.annotate(throttled=throttled)
+    key = keys.first()
     if key is None or not hmac.compare_digest(key.key_hash, digest):
         return None
-    if key.use_is_stale:
+    if key.use_is_stale and not getattr(key, "throttled", False):
         ApplicationKey.objects.filter(pk=key.pk).update(last_used_at=Now())
     return key
 
@@ -86,6 +110,7 @@ def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Dev
     tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
+    description = inputs.text("description", description, 10000)
     token = new_secret()
     try:
         with transaction.atomic():

@@ -15,6 +15,8 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, QuerySet
 
+from qprint.conf import qprint_settings
+from qprint.domain import inputs
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import Invalid, NotFound
 from qprint.models import Device, DevicePrinter
@@ -27,7 +29,8 @@ PRINTER_STATUS_MAX_LENGTH = 100
 
 def get_device(tenant: str, name: str) -> Device:
     """The device ``name`` of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
-    device = Device.objects.filter(tenant=tenant, name=name).first()
+    name = inputs.lookup_name("name", name)
+    device = Device.objects.filter(tenant=tenant, name=name).first() if name else None
     if device is None:
         raise NotFound("unknown_device", f"No device named {name!r}.")
     return device
@@ -92,7 +95,8 @@ def list_devices(tenant: str) -> list[DeviceSummary]:
 
 def device_summary(tenant: str, name: str) -> DeviceSummary:
     """One device of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
-    device = summaries(tenant).filter(name=name).first()
+    looked_up = inputs.lookup_name("name", name)
+    device = summaries(tenant).filter(name=looked_up).first() if looked_up else None
     if device is None:
         raise NotFound("unknown_device", f"No device named {name!r}.")
     return DeviceSummary.of(device)
@@ -133,6 +137,7 @@ def update_settings(device: Device | int, values: dict[str, Any]) -> Device:
     """Replace the device's settings with ``values`` and bump ``settings_revision``."""
     if not isinstance(values, dict):
         raise Invalid(message="'settings' must be a JSON object.")
+    values = inputs.json_object("settings", values, qprint_settings.MAX_SETTINGS_BYTES)
     device_id = _device_id(device)
     with transaction.atomic():
         changed = Device.objects.filter(pk=device_id).update(
@@ -150,25 +155,24 @@ def parse_printers(printers: Any) -> dict[str, dict[str, Any]]:
     """A device's printer list, checked: a list of objects with a non-empty ``name``, and
     optional ``is_default``, ``status`` (string) and ``capabilities`` (object). One entry per
     name (the last one wins). :class:`Invalid` names the first entry at fault."""
-    if not isinstance(printers, list):
-        raise Invalid(message="'printers' must be a list.")
+    inputs.json_list("printers", printers, qprint_settings.MAX_PRINTERS)
     rows: dict[str, dict[str, Any]] = {}
     for index, item in enumerate(printers):
+        field = f"printers[{index}]"
         if not isinstance(item, dict):
-            raise Invalid(message=f"'printers[{index}]' must be an object.")
-        name = item.get("name")
-        if not isinstance(name, str) or not name or len(name) > PRINTER_NAME_MAX_LENGTH:
-            raise Invalid(message=f"'printers[{index}].name' must be a non-empty string.")
-        status = item.get("status") or ""
-        capabilities = item.get("capabilities") or {}
-        if not isinstance(status, str) or not isinstance(capabilities, dict):
-            raise Invalid(
-                message=f"'printers[{index}]': 'status' must be a string, 'capabilities' an object."
-            )
+            raise Invalid(message=f"'{field}' must be an object.")
+        name = inputs.required_text(f"{field}.name", item.get("name"), PRINTER_NAME_MAX_LENGTH)
+        status = inputs.text(f"{field}.status", item.get("status"), PRINTER_STATUS_MAX_LENGTH)
+        capabilities = inputs.json_object(
+            f"{field}.capabilities", item.get("capabilities"), qprint_settings.MAX_DETAIL_BYTES
+        )
+        is_default = item.get("is_default", False)
+        if not isinstance(is_default, bool) and is_default is not None:
+            raise Invalid(message=f"'{field}.is_default' must be true or false.")
         rows[name] = {
             "name": name,
-            "is_default": bool(item.get("is_default")),
-            "status": status[:PRINTER_STATUS_MAX_LENGTH],
+            "is_default": bool(is_default),
+            "status": status,
             "capabilities": capabilities,
         }
     return rows

@@ -35,6 +35,8 @@ from django.db.models import Subquery
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
+from qprint.conf import qprint_settings
+from qprint.domain import inputs
 from qprint.domain.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import EventRejected, Invalid, NotFound
@@ -92,35 +94,36 @@ def parse_device_event(payload: Any) -> DeviceEvent:
         raise Invalid(message="The body must be a JSON object.")
     event_id = _uuid_field(payload, "event_id")
     event_type = payload.get("type")
-    if event_type not in DEVICE_EVENT_TYPES:
+    if not isinstance(event_type, str) or event_type not in DEVICE_EVENT_TYPES:
         raise Invalid(
             message=f"'type' must be one of {', '.join(sorted(DEVICE_EVENT_TYPES))}; "
             f"got {event_type!r}."
         )
     claim_id = _uuid_field(payload, "claim_id")
     raw_time = payload.get("occurred_at")
-    occurred_at = parse_datetime(raw_time) if isinstance(raw_time, str) else None
+    try:
+        occurred_at = parse_datetime(raw_time) if isinstance(raw_time, str) else None
+    except ValueError:  # well formed but no such time (minute 99)
+        occurred_at = None
     if occurred_at is None:
         raise Invalid(message="'occurred_at' must be an ISO 8601 date and time.")
     if occurred_at.tzinfo is None:
         occurred_at = occurred_at.replace(tzinfo=UTC)
-    message = payload.get("message") or ""
-    if not isinstance(message, str):
-        raise Invalid(message="'message' must be a string.")
-    detail = payload.get("detail") or {}
-    if not isinstance(detail, dict):
-        raise Invalid(message="'detail' must be a JSON object.")
-    return DeviceEvent(event_id, event_type, claim_id, occurred_at, message[:10000], detail)
+    message = inputs.text("message", payload.get("message"), qprint_settings.MAX_MESSAGE_LENGTH)
+    detail = inputs.json_object("detail", payload.get("detail"), qprint_settings.MAX_DETAIL_BYTES)
+    return DeviceEvent(event_id, event_type, claim_id, occurred_at, message, detail)
 
 
 def _uuid_field(payload: dict[str, Any], name: str) -> uuid.UUID:
     value = payload.get(name)
     if value is None:
         raise Invalid(message=f"'{name}' is required.")
+    if not isinstance(value, str) or len(value) > 64:
+        raise Invalid(message=f"'{name}' must be a UUID (a string).")
     try:
-        return uuid.UUID(str(value))
+        return uuid.UUID(value)
     except ValueError:
-        raise Invalid(message=f"'{name}' must be a UUID; got {value!r}.") from None
+        raise Invalid(message=f"'{name}' must be a UUID.") from None
 
 
 def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -> EventOutcome:

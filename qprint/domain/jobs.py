@@ -65,9 +65,9 @@ def jobs_of(tenant: str, *, device: str | None = None, status: str | None = None
     """The tenant's jobs (with their device), optionally of one device (by name) and status."""
     queryset = PrintJob.objects.filter(tenant=tenant).select_related("device")
     if device:
-        queryset = queryset.filter(device__name=device)
-    if status:
-        if status not in JobStatus.values:
+        queryset = queryset.filter(device__name=inputs.lookup_name("device", device))
+    if status is not None:
+        if not isinstance(status, str) or status not in JobStatus.values:
             raise Invalid(message=f"status: must be one of {', '.join(JobStatus.values)}")
         queryset = queryset.filter(status=status)
     return queryset
@@ -130,7 +130,7 @@ def submit_job(
             raise NotFound("unknown_device", f"No device named {device.name!r}.")
         device_name = device.name
     else:
-        device_name = device
+        device_name = inputs.required_text("device", device, 150)
     content_type = _check_content_type(content_type)
     content = _check_content(content)
     options = _check_options(options)
@@ -374,6 +374,8 @@ def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | No
 
 
 def _check_content_type(content_type: Any) -> str:
+    if isinstance(content_type, str):
+        inputs.check_string("content_type", content_type)
     return formats.check_content_type(content_type)
 
 
@@ -393,14 +395,13 @@ def _check_content(content: Any) -> bytes:
 
 
 def _check_options(options: Any) -> dict[str, Any]:
-    return inputs.json_object("options", options)
+    return inputs.json_object("options", options, qprint_settings.MAX_DETAIL_BYTES)
 
 
 def _check_priority(priority: Any) -> int:
     if priority is None:
         return 0
-    if isinstance(priority, bool) or not isinstance(priority, int):
-        raise Invalid(message="'priority' must be an integer.")
+    priority = inputs.integer("priority", priority)
     if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
         raise Invalid(message=f"'priority' must be between -{MAX_PRIORITY} and {MAX_PRIORITY}.")
     return priority
@@ -411,6 +412,8 @@ def _check_expires_in(expires_in: Any) -> int | None:
         return qprint_settings.JOB_TTL_SECONDS
     if expires_in is None:
         return None
+    if isinstance(expires_in, float) and expires_in.is_integer():
+        expires_in = int(expires_in)
     if isinstance(expires_in, bool) or not isinstance(expires_in, int) or expires_in <= 0:
         raise Invalid(message="'expires_in' must be a positive number of seconds.")
     return expires_in

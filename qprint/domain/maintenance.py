@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 
 from qprint import cluster, documents
 from qprint.conf import qprint_settings
-from qprint.domain import commands, events
+from qprint.domain import commands, events, throttle
 from qprint.domain.states import EXPIRABLE, FINAL, JobStatus
 from qprint.models import PrintJob
 
@@ -94,7 +94,13 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
     return deleted
 
 
+def retain() -> None:
+    """The periodic retention task: old final jobs, then ended authentication-failure windows."""
+    delete_old_jobs()
+    throttle.purge()
+
+
 def register_tasks() -> None:
     """Register both tasks as qcluster singleton tasks (called from ``QPrintConfig.ready``)."""
     cluster.register_task(EXPIRE_TASK, EXPIRE_EVERY, expire)
-    cluster.register_task(RETENTION_TASK, RETENTION_EVERY, delete_old_jobs)
+    cluster.register_task(RETENTION_TASK, RETENTION_EVERY, retain)

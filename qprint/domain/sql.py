@@ -5,7 +5,8 @@ The connection record (:mod:`qprint.domain.connection`) and command delivery
 write is one round trip (SQLite has ``RETURNING`` since 3.35). What they need of the vendor:
 
 - :func:`now`: the database clock, as SQL;
-- :func:`seconds_from_now`: ``now`` plus a number of seconds given as a parameter;
+- :func:`seconds_from_now` / :func:`seconds_ago`: ``now`` plus / minus a number of seconds given
+  as a parameter;
 - :func:`true` / :func:`false`: boolean literals;
 - :func:`uuid_param`: how a UUID is passed (uuid on PostgreSQL, 32 hex characters on SQLite, as
   Django stores it there);
@@ -40,6 +41,13 @@ def seconds_from_now() -> str:
     if postgresql():
         return "now() + make_interval(secs => %s)"
     return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %s || ' seconds')"
+
+
+def seconds_ago() -> str:
+    """``now()`` minus ``%s`` seconds (one parameter)."""
+    if postgresql():
+        return "now() - make_interval(secs => %s)"
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || %s || ' seconds')"
 
 
 def true() -> str:

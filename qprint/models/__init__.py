@@ -4,10 +4,12 @@ from qprint.models.commands import CommandStatus, DeviceCommand
 from qprint.models.devices import Device, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
+from qprint.models.throttle import AuthFailureCount
 from qprint.models.webhooks import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 
 __all__ = [
     "ApplicationKey",
+    "AuthFailureCount",
     "CommandStatus",
     "DeliveryStatus",
     "Device",

@@ -25,12 +25,12 @@ from typing import Any
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.urls import reverse
 
 from qprint import cluster, device_operations, metrics
 from qprint.conf import qprint_settings
-from qprint.domain import commands, connection, credentials, devices
+from qprint.domain import commands, connection, credentials, devices, throttle
 from qprint.errors import Invalid, QPrintError
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
@@ -109,10 +109,16 @@ class DeviceConsumer(AsyncConsumer):
             await self._refuse(401, "unauthorized", "A device token is required.")
         if await drain.current().is_draining():
             await self._refuse(503, "draining", "This node is draining; connect to another.")
+        source = (self.scope.get("client") or ("unknown",))[0] or "unknown"
         try:
-            device = await socket_db.run(credentials.device_for_token, token)
+            refusal = await socket_db.run(throttle.refusal, source, token)
+            device = None if refusal else await socket_db.run(credentials.device_for_token, token)
+            if refusal is None and device is None:
+                await socket_db.run(throttle.record_failure, source, token, "device_socket")
         except Exception as exc:
             await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
+        if refusal is not None:
+            await self._refuse(429, refusal.code, refusal.message)
         if device is None:
             await self._refuse(401, "unauthorized", "Unknown device token.")
         if not device.enabled:
@@ -135,6 +141,7 @@ class DeviceConsumer(AsyncConsumer):
             node=self.node,
             heartbeat_seconds=self.heartbeat,
             max_frame_bytes=int(qprint_settings.MAX_FRAME_BYTES),
+            max_frames_per_second=int(qprint_settings.MAX_FRAMES_PER_SECOND),
         )
         await self.send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
         self.accepted = True
@@ -173,7 +180,7 @@ class DeviceConsumer(AsyncConsumer):
             )
             await self.send({"type": "websocket.http.response.body", "body": body})
             raise StopConsumer
-        if status >= 500:
+        if status >= 500 or status == 429:  # "retry later" must not read as 403
             raise UpgradeFailed(f"{code}: {text}")
         await self.send({"type": "websocket.close"})  # Daphne answers 403
         raise StopConsumer
@@ -233,6 +240,8 @@ class DeviceConsumer(AsyncConsumer):
             )
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
+        except DataError as exc:  # the database refused a value the device sent
+            raise ProtocolError("the database refused a value of the frame") from exc
 
     # -- operations over the socket (claim, event, command result) ------------------------------
 

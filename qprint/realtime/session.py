@@ -28,8 +28,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qprint.domain import gate
+from qprint.domain import gate, inputs
 from qprint.domain.connection import LEASE_HEARTBEATS, DeviceState, Taken
+from qprint.errors import Invalid
 
 SUBPROTOCOL = "qprint.v1"
 
@@ -47,6 +48,8 @@ CLIENT_FRAMES = frozenset({"state", "ping", "printers", *OPERATIONS})
 MAX_REQUEST_ID = 64
 #: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
 _EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
+#: A device may send this many seconds' worth of ``MAX_FRAMES_PER_SECOND`` at once.
+FRAME_BURST_SECONDS = 5
 
 
 class ProtocolError(Exception):
@@ -114,6 +117,7 @@ class DeviceSession:
         node: str,
         heartbeat_seconds: float,
         max_frame_bytes: int,
+        max_frames_per_second: int = 50,
     ) -> None:
         self.device_id = device_id
         self.token_hash = token_hash
@@ -126,6 +130,22 @@ class DeviceSession:
         self.sent_settings_revision = 0
         self.woken_claim: str | None = None
         self.last_frame_at = 0.0
+        self.max_frames_per_second = max_frames_per_second
+        self._tokens = float(max_frames_per_second * FRAME_BURST_SECONDS)
+        self._tokens_at: float | None = None
+
+    def _allowance(self, now: float) -> bool:
+        """A token bucket: ``max_frames_per_second`` on average, bursts of
+        :data:`FRAME_BURST_SECONDS` worth. False when the device floods the socket."""
+        capacity = self.max_frames_per_second * FRAME_BURST_SECONDS
+        if self._tokens_at is not None:
+            elapsed = max(0.0, now - self._tokens_at)
+            self._tokens = min(capacity, self._tokens + elapsed * self.max_frames_per_second)
+        self._tokens_at = now
+        if self._tokens < 1:
+            return False
+        self._tokens -= 1
+        return True
 
     # -- the start ------------------------------------------------------------------------------
 
@@ -156,12 +176,16 @@ class DeviceSession:
         self.last_frame_at = now
         if text is None:
             raise ProtocolError("frames are JSON text")
-        if len(text.encode("utf-8")) > self.max_frame_bytes:
+        if not self._allowance(now):
+            raise ProtocolError(f"more than {self.max_frames_per_second} frames per second")
+        if len(text) > self.max_frame_bytes or (
+            len(text.encode("utf-8", "surrogatepass")) > self.max_frame_bytes
+        ):
             raise ProtocolError(f"frame larger than {self.max_frame_bytes} bytes")
         try:
-            frame = json.loads(text)
-        except ValueError as exc:
-            raise ProtocolError("frame is not JSON") from exc
+            frame = inputs.parse_json("frame", text)
+        except Invalid as exc:
+            raise ProtocolError(exc.message) from exc
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ProtocolError('a frame is an object with a "type"')
         if frame["type"] not in CLIENT_FRAMES:

@@ -12,18 +12,17 @@ hold no business rule: that lives in the domain (``qprint.domain``).
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from django.db import DatabaseError
+from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from qprint import executor
-from qprint.domain import credentials
-from qprint.errors import Disabled, QPrintError
+from qprint.domain import credentials, inputs
+from qprint.errors import Disabled, QPrintError, RateLimited
 
 logger = logging.getLogger("qprint.http")
 
@@ -71,7 +70,21 @@ def bearer_token(request: HttpRequest) -> str:
 
 def _as_response(exc: QPrintError) -> JsonResponse:
     headers = {"WWW-Authenticate": BEARER_CHALLENGE} if exc.status == 401 else None
+    if isinstance(exc, RateLimited):
+        headers = {"Retry-After": str(exc.retry_after)}
     return error_response(exc.code, exc.status, exc.message, headers)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The peer's address as the server saw it (behind a load balancer, run Daphne with
+    ``--proxy-headers`` so this is the client's; docs/SECURITY.md)."""
+    return request.META.get("REMOTE_ADDR") or "unknown"
+
+
+def _authenticated(request: HttpRequest, kind: str, lookup: Callable[..., Any]) -> Any:
+    """The principal of the bearer secret, through the throttle of failed authentications:
+    429 once an address or a prefix failed too often (:func:`credentials.authenticate`)."""
+    return credentials.authenticate(client_address(request), bearer_token(request), lookup, kind)
 
 
 def _serve(
@@ -87,6 +100,12 @@ def _serve(
         return view(request, principal, *args, **kwargs)
     except QPrintError as exc:
         return _as_response(exc)
+    except DataError as exc:
+        # The database refused a value the client sent (a number out of range, text it cannot
+        # store): the client's error, not an outage. qprint.domain.inputs refuses what it knows
+        # of first, naming the field; this is the net under it.
+        logger.warning("api_data_refused path=%s error=%s", request.path, exc)
+        return error_response("invalid", 422, "The database refused a value of the request.")
     except DatabaseError as exc:
         # Not the client's fault and not final: agents and applications retry a 503.
         # Never a 401/403 here, which would tell an agent to stop and ask a person.
@@ -144,7 +163,7 @@ def _endpoint(
 
 def authenticate_device(request: HttpRequest):
     """The enabled device whose token is presented (401 unknown token, 403 ``disabled``)."""
-    device = credentials.device_for_token(bearer_token(request))
+    device = _authenticated(request, "device", credentials.device_for_token)
     if device is None:
         raise unauthorized("Unknown or revoked device token.")
     if not device.enabled:
@@ -154,7 +173,7 @@ def authenticate_device(request: HttpRequest):
 
 def authenticate_application(request: HttpRequest):
     """The live application key presented (401 when unknown or revoked)."""
-    key = credentials.key_for_secret(bearer_token(request))
+    key = _authenticated(request, "application", credentials.key_for_secret)
     if key is None or key.revoked:
         raise unauthorized("Unknown or revoked application key.")
     return key
@@ -215,11 +234,7 @@ def read_json_body(request: HttpRequest, limit: int) -> bytes:
 
 def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> dict[str, Any]:
     """The JSON object in the body (415 another content type, 413 too long, 422 not an object)."""
-    data = read_json_body(request, limit)
-    try:
-        body = json.loads(data or b"{}")
-    except ValueError as exc:
-        raise RequestError("invalid", 422, f"body: not valid JSON ({exc})") from None
+    body = inputs.parse_json("body", read_json_body(request, limit) or b"{}")
     if not isinstance(body, dict):
         raise RequestError("invalid", 422, "body: a JSON object is required")
     return body
@@ -227,11 +242,7 @@ def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> 
 
 def read_json_value(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> Any:
     """Any JSON value in the body (used where the body is a list, e.g. the printers)."""
-    data = read_json_body(request, limit)
-    try:
-        return json.loads(data or b"null")
-    except ValueError as exc:
-        raise RequestError("invalid", 422, f"body: not valid JSON ({exc})") from None
+    return inputs.parse_json("body", read_json_body(request, limit) or b"null")
 
 
 FORM_MEDIA_TYPES = ("multipart/form-data", "application/x-www-form-urlencoded")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +21,7 @@ from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParserError
 
 from qprint.conf import qprint_settings
+from qprint.domain import inputs
 from qprint.errors import DocumentTooLarge
 from qprint.views.http import RequestError, invalid, media_type, read_limited
 
@@ -63,10 +63,7 @@ def read_submission(request: HttpRequest) -> Submission:
 def _read_json(request: HttpRequest) -> Submission:
     limit = qprint_settings.MAX_DOCUMENT_BYTES
     raw = read_limited(request, json_body_limit(limit), too_large(limit))
-    try:
-        body = json.loads(raw or b"{}")
-    except ValueError as exc:
-        raise RequestError("invalid", 422, f"body: not valid JSON ({exc})") from None
+    body = inputs.parse_json("body", raw or b"{}")
     if not isinstance(body, dict):
         raise RequestError("invalid", 422, "body: a JSON object is required")
     encoded = body.pop("content_base64", None)
@@ -141,10 +138,7 @@ def _read_multipart(request: HttpRequest) -> Submission:
     fields: dict[str, Any] = {}
     for name, value in form.items():
         if name in _JSON_FORM_FIELDS:
-            try:
-                fields[name] = json.loads(value)
-            except ValueError:
-                raise invalid(name, "must be JSON") from None
+            fields[name] = inputs.parse_json(name, value)
         elif name in _INT_FORM_FIELDS:
             try:
                 fields[name] = int(value)

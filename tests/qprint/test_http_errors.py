@@ -471,7 +471,7 @@ def test_database_failure_is_503_json_never_401(client, monkeypatch):
 
     from qprint.domain import credentials
 
-    def unreachable(token):
+    def unreachable(token, **lookup):
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(credentials, "device_for_token", unreachable)

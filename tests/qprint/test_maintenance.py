@@ -109,7 +109,7 @@ def test_retention_deletes_old_final_jobs_with_documents_and_events(device):
 def test_both_tasks_are_registered_as_singleton_tasks():
     registered = {t.name: t for t in tasks.registered()}
     assert registered[maintenance.EXPIRE_TASK].func is maintenance.expire
-    assert registered[maintenance.RETENTION_TASK].func is maintenance.delete_old_jobs
+    assert registered[maintenance.RETENTION_TASK].func is maintenance.retain
     assert registered[maintenance.EXPIRE_TASK].lease_name == "task:qprint.expire-jobs"
 
 

@@ -280,3 +280,30 @@ async def test_a_claim_over_the_socket_is_three_statements(device_factory, socke
     assert (await answer(s, "c"))["type"] == "assignment"
     # The device as HTTP authenticates it, the device row's lock, the claim statement.
     assert len(statements) == 3, statements
+
+
+async def test_another_tenants_job_or_command_is_answered_as_one_that_does_not_exist(
+    device_factory, sockets
+):
+    """The tenant matrix for the operation frames: a job or command of another tenant's device
+    gets, over the socket, the answer a job or command that does not exist gets."""
+    _mine, token = await adb(device_factory, "acme")
+    theirs, _ = await adb(device_factory, "globex")
+    job, _ = await adb(api.submit_job, "globex", theirs.name, b"%PDF-1.4 x", "application/pdf")
+    command = await adb(api.send_command, theirs, "REFRESH", {})
+    s = sockets(token)
+    await s.hello_and_ready()
+
+    body = event_body(uuid.uuid4(), "RECEIVED")
+    await s.send(as_frame("their-job", str(job.pk), body))
+    await s.send(as_frame("no-job", str(uuid.uuid4()), body))
+    their_job, no_job = refusal(await answer(s, "their-job")), refusal(await answer(s, "no-job"))
+    assert their_job == no_job and their_job[0] == 404
+
+    result = {"status": "DONE", "result": {}}
+    for rid, command_id in (("their-command", command.pk), ("no-command", uuid.uuid4())):
+        frame = {"type": "command_result", "request_id": rid, "command_id": str(command_id)}
+        await s.send({**frame, **result})
+    their_command = refusal(await answer(s, "their-command"))
+    assert their_command == refusal(await answer(s, "no-command")) and their_command[0] == 404
+    assert await adb(lambda: type(command).objects.get(pk=command.pk).status) == "PENDING"

@@ -1,0 +1,227 @@
+"""Credentials: stored only as hashes, a disabled device can do nothing, and failed
+authentications are throttled per source address and per credential prefix (429 with
+``Retry-After``), counted in the database and logged without the secret (docs/SECURITY.md)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+import uuid
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.urls import reverse
+
+from qprint import api
+from qprint.domain import credentials
+from qprint.models import AuthFailureCount, DevicePrinter, PrintJob, PrintJobEvent
+from tests.processes import wait_until
+from tests.qprint.factories import connect, make_device, make_key
+
+pytestmark = pytest.mark.django_db
+
+PDF = b"%PDF-1.4\n%%EOF\n"
+
+
+def every_stored_text() -> str:
+    """Every row of every table of this database, as text."""
+    chunks = []
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names():
+            quoted = connection.ops.quote_name(table)
+            cursor.execute(f"SELECT * FROM {quoted}")
+            chunks.extend(repr(row) for row in cursor.fetchall())
+    return "\n".join(chunks)
+
+
+def test_the_database_holds_no_secret_only_its_hash(client):
+    device, token = api.create_device("acme", "front-desk")
+    _, secret = api.create_application_key("acme", "backend")
+    rotated = api.rotate_device_token(device)
+    # The secrets were used (authenticated requests, a failed one) before looking.
+    assert client.post(reverse("qprint:device-claim"), HTTP_AUTHORIZATION=f"Bearer {rotated}")
+    client.get(reverse("qprint:jobs"), HTTP_AUTHORIZATION=f"Bearer {secret}")
+    client.get(reverse("qprint:jobs"), HTTP_AUTHORIZATION=f"Bearer {token}")  # the old token
+    stored = every_stored_text()
+    for value in (token, rotated, secret):
+        assert value not in stored
+        assert value[:12] not in stored
+    assert credentials.hash_secret(rotated) in stored
+    assert credentials.hash_secret(secret) in stored
+
+
+def test_secrets_are_compared_in_constant_time(monkeypatch):
+    """The lookup is by hash; the final comparison goes through ``hmac.compare_digest``."""
+    calls = []
+    real = credentials.hmac.compare_digest
+    monkeypatch.setattr(
+        credentials.hmac, "compare_digest", lambda a, b: calls.append((a, b)) or real(a, b)
+    )
+    _, token = api.create_device("acme", "front-desk")
+    _, secret = api.create_application_key("acme", "backend")
+    assert credentials.device_for_token(token) is not None
+    assert credentials.key_for_secret(secret) is not None
+    assert [a == b for a, b in calls] == [True, True]
+
+
+@pytest.fixture
+def disabled(client):
+    """A device with a job it received and a pending command, then disabled."""
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    api.replace_printers(dev.device, [{"name": "laser"}])
+    client.post(
+        reverse("qprint:jobs"),
+        {
+            "device": "front-desk",
+            "content_type": "application/pdf",
+            "content_base64": base64.b64encode(PDF).decode(),
+        },
+        content_type="application/json",
+        **key.auth,
+    )
+    assignment = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    command = api.send_command(dev.device, "PING")
+    api.disable_device(dev.device)
+    return dev, assignment, command
+
+
+def test_a_disabled_device_cannot_claim_download_report_or_change_anything(client, disabled):
+    dev, assignment, command = disabled
+    job_id = assignment["job_id"]
+    event = {
+        "event_id": str(uuid.uuid4()),
+        "type": "RECEIVED",
+        "claim_id": assignment["claim_id"],
+        "occurred_at": "2026-01-01T10:00:00Z",
+    }
+    calls = [
+        client.post(reverse("qprint:device-claim"), **dev.auth),
+        client.get(reverse("qprint:device-job-document", args=[job_id]), **dev.auth),
+        client.post(
+            reverse("qprint:device-job-events", args=[job_id]),
+            event,
+            content_type="application/json",
+            **dev.auth,
+        ),
+        client.post(
+            reverse("qprint:device-command-result", args=[command.pk]),
+            {"status": "DONE"},
+            content_type="application/json",
+            **dev.auth,
+        ),
+        client.put(
+            reverse("qprint:device-printers"), [], content_type="application/json", **dev.auth
+        ),
+    ]
+    for answer in calls:
+        assert answer.status_code == 403, answer.content
+        assert answer.json()["error"] == "disabled"
+    assert PrintJob.objects.get(pk=job_id).status == "CLAIMED"
+    assert not PrintJobEvent.objects.filter(job_id=job_id, source="DEVICE").exists()
+    assert DevicePrinter.objects.filter(device=dev.device).count() == 1
+    command.refresh_from_db()
+    assert command.status == "PENDING"
+
+
+# -- the throttle of failed authentications --------------------------------------------------
+
+
+def claim(client, secret: str, address: str = "10.9.8.7"):
+    return client.post(
+        reverse("qprint:device-claim"),
+        HTTP_AUTHORIZATION=f"Bearer {secret}",
+        REMOTE_ADDR=address,
+    )
+
+
+@override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 3})
+def test_failures_from_one_address_are_answered_429_with_retry_after(client, caplog):
+    dev = make_device()
+    connect(dev.device)
+    caplog.set_level(logging.WARNING, logger="qprint.auth")
+    wrong = [credentials.new_secret() for _ in range(3)]
+    for secret in wrong:
+        assert claim(client, secret).status_code == 401
+    refused = claim(client, credentials.new_secret())
+    assert refused.status_code == 429
+    assert refused.json()["error"] == "rate_limited"
+    assert 1 <= int(refused["Retry-After"]) <= 60
+    # Even the right token is refused from that address: a guesser never learns it guessed right.
+    assert claim(client, dev.token).status_code == 429
+    # Another address is not affected.
+    assert claim(client, dev.token, address="10.1.1.1").status_code == 204
+    logged = caplog.text
+    assert "auth_failed" in logged and "source=10.9.8.7" in logged
+    for secret in [*wrong, dev.token]:
+        assert secret not in logged and secret[:8] not in logged
+
+
+@override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 3})
+def test_failures_with_one_credential_prefix_are_throttled_from_any_address(client):
+    key = make_key()
+    prefix = key.secret[:8]
+    for n in range(3):
+        answer = client.get(
+            reverse("qprint:jobs"),
+            HTTP_AUTHORIZATION=f"Bearer {prefix}wrong{n}",
+            REMOTE_ADDR=f"10.0.0.{n + 1}",
+        )
+        assert answer.status_code == 401
+    refused = client.get(
+        reverse("qprint:jobs"), HTTP_AUTHORIZATION=f"Bearer {key.secret}", REMOTE_ADDR="10.0.0.99"
+    )
+    assert refused.status_code == 429 and refused["Retry-After"]
+    other = make_key(name="other")
+    assert (
+        client.get(
+            reverse("qprint:jobs"),
+            HTTP_AUTHORIZATION=f"Bearer {other.secret}",
+            REMOTE_ADDR="10.0.0.99",
+        ).status_code
+        == 200
+    )
+    stored = " ".join(AuthFailureCount.objects.values_list("scope", flat=True))
+    assert prefix not in stored
+
+
+@override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 2, "AUTH_FAILURE_WINDOW_SECONDS": 1})
+def test_the_throttle_lets_the_address_in_again_once_the_window_ended(client):
+    dev = make_device()
+    connect(dev.device)
+    for _ in range(2):
+        claim(client, "wrong-token")
+    assert claim(client, dev.token).status_code == 429
+    wait_until(lambda: claim(client, dev.token).status_code == 204, 10, message="the window ended")
+    from qprint.domain import throttle
+
+    wait_until(lambda: throttle.purge() or not AuthFailureCount.objects.exists(), 10)
+
+
+def test_successful_authentications_are_not_counted(client):
+    dev = make_device()
+    connect(dev.device)
+    for _ in range(30):
+        assert claim(client, dev.token).status_code == 204
+    assert not AuthFailureCount.objects.exists()
+
+
+def test_a_working_credential_pays_no_statement_of_its_own_for_the_throttle(client):
+    """The throttle's check rides on the credential lookup's SELECT (an EXISTS)."""
+    from django.test.utils import CaptureQueriesContext
+
+    dev = make_device()
+    connect(dev.device)
+    key = make_key()
+    for call in (
+        lambda: claim(client, dev.token),
+        lambda: client.get(reverse("qprint:devices"), **key.auth),
+    ):
+        with CaptureQueriesContext(connection) as queries:
+            assert call().status_code in (200, 204)
+        touching = [q["sql"] for q in queries if "qprint_auth_failure" in q["sql"]]
+        assert len(touching) == 1
+        assert "EXISTS" in touching[0].upper()
+        assert "qprint_device" in touching[0] or "qprint_application_key" in touching[0]
