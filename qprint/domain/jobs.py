@@ -290,39 +290,14 @@ def _idempotency_conflict() -> Conflict:
 
 
 def _create_job(
-    device: Device,
-    content: bytes,
-    content_type: str,
-    sha256: str,
-    *,
-    printer: str | None,
-    title: str,
-    options: dict[str, Any],
-    priority: int,
-    ttl: int | None,
-    idempotency_key: str | None = None,
-    idempotency_fingerprint: str = "",
-    submitted_by: str = "",
-    reprint_of: PrintJob | None = None,
+    device: Device, content: bytes, content_type: str, sha256: str, **fields: Any
 ) -> PrintJob:
-    """Insert a QUEUED job and its document. ``expires_at`` is ``created_at + ttl`` on the
-    database clock (both come from the same statement)."""
-    job = _new_job(
-        device,
-        content,
-        content_type,
-        sha256,
-        printer=printer,
-        title=title,
-        options=options,
-        priority=priority,
-        ttl=ttl,
-        idempotency_key=idempotency_key,
-        idempotency_fingerprint=idempotency_fingerprint,
-        submitted_by=submitted_by,
-        reprint_of=reprint_of,
-    )
+    """Insert the QUEUED job :func:`_new_job` builds from ``fields``, and its document.
+    ``expires_at`` is ``created_at + ttl`` on the database clock (both come from the same
+    statement)."""
+    job = _new_job(device, content, content_type, sha256, **fields)
     job.save(force_insert=True)
+    ttl = fields["ttl"]
     job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
     documents.save_document(job, content)
     return job
