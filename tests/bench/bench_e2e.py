@@ -38,6 +38,7 @@ from qprint.models import Device, PrintDocument, PrintJob, PrintJobEvent
 from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
+from tests.bench.machine import cpu_by_kind, cpu_ms_per_job
 from tests.processes import ManagedProcess, RedisServer, python
 from tests.realtime.cluster import Node, database_url_of, node_env
 
@@ -199,8 +200,10 @@ async def wait_printed(submitted: dict[str, float], timeout: float) -> dict[str,
 
 async def phase(nodes, key, names, jobs, rate, profile: str = "") -> dict:
     spy = profiler(nodes[0], profile) if profile else None
+    cpu_before = cpu_by_kind()
     submitted = await submit_jobs(nodes, key, names, jobs, rate)
     done = await wait_printed(submitted, 300)
+    cpu_after = cpu_by_kind()
     if spy is not None:
         spy.send(signal.SIGINT)  # py-spy writes its output on SIGINT
         await asyncio.to_thread(spy.wait, 120)
@@ -209,6 +212,7 @@ async def phase(nodes, key, names, jobs, rate, profile: str = "") -> dict:
     figures = latency_figures(latencies)
     figures["jobs_per_s"] = round(len(submitted) / span, 1)
     figures["steps_p50_ms"] = await database_sync_to_async(steps)()
+    figures["cpu_ms_per_job"] = cpu_ms_per_job(cpu_before, cpu_after, len(submitted))
     await database_sync_to_async(reset_jobs)()
     return figures
 
@@ -218,7 +222,8 @@ def profiler(node, name: str) -> ManagedProcess:
     out = Path(PROFILE_DIR) / f"{name}.txt"
     spy = str(Path(sys.executable).parent / "py-spy")
     args = [spy, "record", "--pid", str(node.process.pid), "--rate", "50",
-            "--format", "raw", "--output", str(out), "--nonblocking"]  # fmt: skip
+            "--format", "raw", "--output", str(out), "--nonblocking",
+            *(["--gil"] if os.environ.get("BENCH_PROFILE_GIL") else [])]  # fmt: skip
     spy = ManagedProcess("py-spy", args, dict(os.environ))
     spy.start()
     time.sleep(1)

@@ -131,3 +131,43 @@ class MachineSampler:
             "benchmark_processes_cores": stats(self.ours_cores),
             "samples": len(self.loads),
         }
+
+
+def _kind(pid: int) -> str | None:
+    """What a process of the job path is, from its command line (None: not one of them)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return None
+    if "daphne" in cmdline:
+        return "nodes"
+    if "qprint.agent" in cmdline or "tests.bench.poller" in cmdline:
+        return "agents"
+    if cmdline.startswith("postgres") or "postgres:" in cmdline or "/postgres " in cmdline:
+        return "postgresql"
+    if "redis-server" in cmdline:
+        return "redis"
+    if pid == os.getpid():
+        return "submitters"
+    return None
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds used so far by the processes of the job path, by kind (nodes, agents,
+    PostgreSQL, Redis, this process's submitters): two readings give who paid for a phase."""
+    totals: dict[str, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        kind = _kind(int(entry))
+        stat = _stat(int(entry)) if kind else None
+        if stat:
+            totals[kind] = totals.get(kind, 0.0) + stat[2] / TICKS
+    return totals
+
+
+def cpu_ms_per_job(before: dict[str, float], after: dict[str, float], jobs: int) -> dict:
+    """Milliseconds of CPU per job, by kind, between two ``cpu_by_kind`` readings."""
+    per = {k: round((after.get(k, 0.0) - before.get(k, 0.0)) * 1000 / jobs, 2) for k in after}
+    per["total"] = round(sum(per.values()), 2)
+    return per
