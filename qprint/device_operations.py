@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from qprint.domain import commands
+from qprint.domain import commands, credentials
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
 from qprint.errors import Disabled, QPrintError
@@ -74,7 +74,7 @@ def command_result(device: Device | int, command_id: Any, body: dict[str, Any]) 
 def current_device(device_id: int, token_hash: str) -> Device:
     """The socket's device as the HTTP API would authenticate it now: 401 when its token changed,
     403 ``disabled``."""
-    device = Device.objects.filter(pk=device_id, token_hash=token_hash).first()
+    device = credentials.device_with_token_hash(device_id, token_hash)
     if device is None:
         raise Unauthorized(message="Unknown or revoked device token.")
     if not device.enabled:

@@ -42,11 +42,12 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, OuterRef, Subquery
+from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 
 from qprint import cluster
 from qprint.domain import events, gate, sql
+from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import JobStatus
 from qprint.errors import NotFound
 from qprint.models import Device, EventSource, PrintJob
@@ -121,17 +122,18 @@ def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | N
         gate.check(device)
         if connection.vendor == "postgresql":
             return _claim_in_one_statement(device, node)
-        return _claim_step_by_step(device_id, node)
+        return _claim_step_by_step(device, node)
 
 
-def _claimed(job_id, tenant: str, device_id: int, claim_id, node: str) -> None:
+def _claimed(job_id, device: Device, claim_id, node: str) -> None:
     """Inside the claim's transaction, once the job moved: the application is told (webhooks)."""
-    outbox.announce_job(job_id, tenant, JobStatus.CLAIMED)
-    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device_id, claim_id, node)
+    outbox.announce_job(job_id, device.tenant, JobStatus.CLAIMED, subscribed=device.announced)
+    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device.pk, claim_id, node)
 
 
-def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
+def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
     """Steps 2 and 3 as separate statements (SQLite)."""
+    device_id = device.pk
     held = (
         PrintJob.objects.filter(device_id=device_id, status=JobStatus.CLAIMED)
         .only(*_ASSIGNMENT_FIELDS)
@@ -164,7 +166,7 @@ def _claim_step_by_step(device_id: int, node: str) -> Assignment | None:
             events.record_server_event(
                 candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
             )
-            _claimed(candidate.pk, candidate.tenant, device_id, claim_id, node)
+            _claimed(candidate.pk, device, claim_id, node)
             return Assignment.of(candidate)
     return None
 
@@ -255,7 +257,7 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
                     assignment.claim_id,
                 )
             else:
-                _claimed(assignment.job_id, device.tenant, device.pk, claim_id, node)
+                _claimed(assignment.job_id, device, claim_id, node)
             return assignment
         if candidate is None:
             return None
@@ -269,16 +271,15 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
     return None
 
 
-def _lock_device(device_id: int) -> Device:
-    """The device row, locked for this transaction, with the lease judged on the database clock
-    and its next candidate job (``next_job_id``, read in the same statement)."""
-    device = (
+def _build_lock() -> QuerySet:
+    return (
         Device.objects.select_for_update(of=("self",), no_key=True)
         .with_liveness()
         .annotate(
             next_job_id=Subquery(
                 PrintJob.objects.filter(device_id=OuterRef("pk")).claimable().values("id")[:1]
-            )
+            ),
+            announced=outbox.tenant_subscribed(OuterRef("tenant")),
         )
         .only(
             "id",
@@ -293,9 +294,18 @@ def _lock_device(device_id: int) -> Device:
             "connection_ready",
             "connection_lease_expires_at",
         )
-        .filter(pk=device_id)
-        .first()
+        .filter(pk=Param("device_id", IntegerField()))[:1]
     )
+
+
+_LOCK_DEVICE = PreparedQuery(_build_lock)
+
+
+def _lock_device(device_id: int) -> Device:
+    """The device row, locked for this transaction, with the lease judged on the database clock,
+    its next candidate job (``next_job_id``) and whether its tenant has webhook endpoints
+    (``announced``), read in the same statement."""
+    device = _LOCK_DEVICE.first(device_id=device_id)
     if device is None:
         raise NotFound("unknown_device", "No such device.")
     return device

@@ -17,10 +17,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import BooleanField, Exists, ExpressionWrapper, Q
+from django.db.models import BooleanField, CharField, ExpressionWrapper, IntegerField, Q
 from django.db.models.functions import Now
 
 from qprint.domain import inputs, throttle
+from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import Conflict, Invalid, NotFound
 from qprint.models import ApplicationKey, Device
@@ -42,20 +43,56 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-def device_for_token(token: str, *, throttled: Exists | None = None) -> Device | None:
+class _Lookup:
+    """A credential's prepared SELECT by hash, alone or with the throttle's ``EXISTS``."""
+
+    def __init__(self, build: Callable[[], Any]):
+        self.plain = PreparedQuery(lambda: build()[:1])
+        self.throttled = PreparedQuery(lambda: build().annotate(throttled=throttle.throttled())[:1])
+
+    def first(self, digest: str, throttle_values: dict | None) -> Any:
+        if throttle_values is None:
+            return self.plain.first(digest=digest)
+        return self.throttled.first(digest=digest, **throttle_values)
+
+
+_DEVICE_BY_TOKEN = _Lookup(lambda: Device.objects.filter(token_hash=Param("digest", CharField())))
+_KEY_BY_SECRET = _Lookup(
+    lambda: ApplicationKey.objects.filter(
+        key_hash=Param("digest", CharField()), revoked=False
+    ).annotate(
+        use_is_stale=ExpressionWrapper(
+            Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
+            output_field=BooleanField(),
+        )
+    )
+)
+
+
+def device_for_token(token: str, *, throttle_values: dict | None = None) -> Device | None:
     """The device this token belongs to, enabled or not (the caller answers 403 if disabled).
-    ``throttled``: the throttle's ``EXISTS`` (:func:`authenticate`), annotated in the same
-    SELECT."""
+    ``throttle_values``: the throttle's placeholders (:func:`authenticate`); then the throttle's
+    ``EXISTS`` is answered in the same SELECT, as the annotation ``throttled``."""
     if not token:
         return None
     digest = hash_secret(token)
-    devices = Device.objects.filter(token_hash=digest)
-    if throttled is not None:
-        devices = devices.annotate(throttled=throttled)
-    device = devices.first()
+    device = _DEVICE_BY_TOKEN.first(digest, throttle_values)
     if device is None or not hmac.compare_digest(device.token_hash, digest):
         return None
     return device
+
+
+_DEVICE_BY_ID_AND_TOKEN = PreparedQuery(
+    lambda: Device.objects.filter(
+        pk=Param("device", IntegerField()), token_hash=Param("digest", CharField())
+    )[:1]
+)
+
+
+def device_with_token_hash(device_id: int, token_hash: str) -> Device | None:
+    """Device ``device_id`` while its token is still the one hashed ``token_hash`` (a socket's
+    device, checked again at each operation it sends), else ``None``."""
+    return _DEVICE_BY_ID_AND_TOKEN.first(device=device_id, digest=token_hash)
 
 
 def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str) -> Any:
@@ -63,7 +100,7 @@ def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str
     (:mod:`qprint.domain.throttle`): :class:`~qprint.errors.RateLimited` once ``source`` or the
     secret's prefix failed too often (even for a right secret), ``None`` for an unknown secret
     (counted). The throttle's check rides on the lookup's own SELECT."""
-    principal = lookup(secret, throttled=throttle.throttled(source, secret))
+    principal = lookup(secret, throttle_values=throttle.throttle_values(source, secret))
     if principal is not None and not principal.throttled:
         return principal
     refusal = throttle.refusal(source, secret)
@@ -75,25 +112,17 @@ def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str
     return None
 
 
-def key_for_secret(secret: str, *, throttled: Exists | None = None) -> ApplicationKey | None:
+def key_for_secret(secret: str, *, throttle_values: dict | None = None) -> ApplicationKey | None:
     """The live (not revoked) application key for ``secret``; records when it was last used.
 
     ``last_used_at`` is written at most once a minute per key (judged in the same SELECT, on the
-    database clock), so a busy key does not turn every request into a write. ``throttled``: the
-    throttle's ``EXISTS`` (:func:`authenticate`), annotated in the same SELECT.
+    database clock), so a busy key does not turn every request into a write. ``throttle_values``:
+    the throttle's placeholders (:func:`authenticate`), answered in the same SELECT.
     """
     if not secret:
         return None
     digest = hash_secret(secret)
-    keys = ApplicationKey.objects.filter(key_hash=digest, revoked=False).annotate(
-        use_is_stale=ExpressionWrapper(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
-            output_field=BooleanField(),
-        )
-    )
-    if throttled is not None:
-        keys = keys.annotate(throttled=throttled)
-    key = keys.first()
+    key = _KEY_BY_SECRET.first(digest, throttle_values)
     if key is None or not hmac.compare_digest(key.key_hash, digest):
         return None
     if key.use_is_stale and not getattr(key, "throttled", False):

@@ -31,12 +31,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Subquery
+from django.db.models import IntegerField, OuterRef, Subquery, UUIDField
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
 from qprint.conf import qprint_settings
 from qprint.domain import inputs
+from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import EventRejected, Invalid, NotFound
@@ -141,15 +142,7 @@ def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -
         raise NotFound(message="No such job.") from None
 
     with transaction.atomic():
-        job = (
-            PrintJob.objects.select_for_update(of=("self",), no_key=True)
-            .filter(pk=job_uuid, device_id=device.pk)
-            .annotate(
-                recorded_pk=Subquery(_recorded(event.event_id).values("pk")[:1]),
-                recorded_fingerprint=Subquery(_recorded(event.event_id).values("fingerprint")[:1]),
-            )
-            .first()
-        )
+        job = _LOCK_JOB.first(job=job_uuid, device=device.pk, event_id=event.event_id)
         if job is None:
             raise NotFound(message="No such job on this device.")
         fingerprint = event.fingerprint(job.pk)
@@ -185,8 +178,26 @@ def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -
         return EventOutcome(created=True, job=job, event=recorded)
 
 
-def _recorded(event_id: uuid.UUID):
+def _recorded(event_id):
     return PrintJobEvent.objects.filter(event_id=event_id)
+
+
+def _build_job_lock():
+    """The job row locked for the event, the event id's earlier record (the replay) and whether
+    the tenant has webhooks, in one SELECT."""
+    event_id = Param("event_id", UUIDField())
+    return (
+        PrintJob.objects.select_for_update(of=("self",), no_key=True)
+        .filter(pk=Param("job", UUIDField()), device_id=Param("device", IntegerField()))
+        .annotate(
+            recorded_pk=Subquery(_recorded(event_id).values("pk")[:1]),
+            recorded_fingerprint=Subquery(_recorded(event_id).values("fingerprint")[:1]),
+            announced=outbox.tenant_subscribed(OuterRef("tenant")),
+        )[:1]
+    )
+
+
+_LOCK_JOB = PreparedQuery(_build_job_lock)
 
 
 def _conflict(event_id: uuid.UUID) -> EventRejected:
@@ -341,7 +352,8 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
 def _moved(job: PrintJob, current: str, target: str) -> None:
     """What follows a move once it commits: the device is woken, the application told."""
     logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
-    outbox.announce_job(job.pk, job.tenant, target)
+    # A job locked by record_device_event knows whether its tenant has webhooks (``announced``).
+    outbox.announce_job(job.pk, job.tenant, target, subscribed=getattr(job, "announced", True))
     if current == JobStatus.CLAIMED:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):

@@ -14,10 +14,12 @@
 
 from typing import Any
 
+from django.db.models import JSONField, Subquery
+
 from qprint.agent import options as agent_options
 from qprint.conf import qprint_settings
 from qprint.errors import Invalid, UnsupportedContentType
-from qprint.models import Device, DevicePrinter
+from qprint.models import DevicePrinter
 
 
 def accepted_content_types() -> frozenset[str]:
@@ -38,23 +40,29 @@ def check_content_type(content_type: Any) -> str:
     return content_type.strip()[:100]
 
 
-def reported_capabilities(device: Device, printer: str | None) -> tuple[str, dict[str, Any]] | None:
-    """``(printer name, capabilities)`` the agent reported for ``printer`` (None: its default)."""
-    printers = DevicePrinter.objects.filter(device=device)
-    printers = printers.filter(name=printer) if printer else printers.filter(is_default=True)
-    found = printers.values_list("name", "capabilities").first()
-    return (found[0], found[1] or {}) if found else None
+def reported_printer(device_ref: Any, printer: Any | None) -> tuple[Subquery, Subquery]:
+    """The name and capabilities the agent reported for ``printer`` (``None``: its default) of the
+    device ``device_ref`` (an ``OuterRef``), as subqueries to annotate the submission's own read
+    of the device with."""
+    printers = DevicePrinter.objects.filter(device=device_ref)
+    printers = (
+        printers.filter(name=printer) if printer is not None else printers.filter(is_default=True)
+    )
+    return (
+        Subquery(printers.values("name")[:1]),
+        Subquery(printers.values("capabilities")[:1], output_field=JSONField()),
+    )
 
 
 def check_options(
-    device: Device, printer: str | None, content_type: str, options: dict[str, Any]
+    reported: tuple[str, dict[str, Any]] | None, content_type: str, options: dict[str, Any]
 ) -> None:
-    """422 naming the option when the printer's reported capabilities say it cannot do it."""
+    """422 naming the option when the printer's reported capabilities (``reported``: its name and
+    capabilities, see :func:`reported_printer`; ``None``: not known) say it cannot do it."""
     try:
         normalized = agent_options.normalize(options)
     except agent_options.OptionError as exc:
         raise Invalid("unsupported_option", f"{exc}.") from None
-    reported = reported_capabilities(device, printer)
     if reported is None:
         return  # not known: the agent will refuse what its printer cannot do
     name, capabilities = reported

@@ -14,13 +14,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
-from django.db.models import Q, QuerySet, Subquery, sql
+from django.db.models import CharField, OuterRef, Q, QuerySet, Subquery, sql
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
 from qprint import documents
 from qprint.conf import DEFAULTS, qprint_settings
 from qprint.domain import commands, events, formats, inputs
+from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
 from qprint.domain.wakeups import wake_after_commit
 from qprint.errors import (
@@ -154,12 +155,17 @@ def submit_job(
         }
     )
 
-    target = _submission_target(tenant, device_name, idempotency_key)
+    target = _submission_target(tenant, device_name, idempotency_key, printer)
     if target.idempotent_job is not None:
         if target.idempotent_fingerprint != fingerprint:
             raise _idempotency_conflict()
         return PrintJob.objects.get(pk=target.idempotent_job), False
-    formats.check_options(target, printer, content_type, options)
+    reported = (
+        (target.printer_name, target.printer_capabilities or {})
+        if target.printer_name is not None
+        else None
+    )
+    formats.check_options(reported, content_type, options)
 
     with transaction.atomic():
         fields = {
@@ -196,18 +202,39 @@ def submit_job(
     return job, True
 
 
-def _submission_target(tenant: str, name: str, idempotency_key: str | None) -> Device:
-    """The device (``NotFound`` otherwise) and, in the same statement, the job already made
-    under ``idempotency_key`` (``idempotent_job``, ``idempotent_fingerprint``)."""
-    made = PrintJob.objects.filter(tenant=tenant, idempotency_key=idempotency_key)
-    device = (
-        Device.objects.filter(tenant=tenant, name=name)
-        .annotate(
-            idempotent_job=Subquery(made.values("pk")[:1]),
-            idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
-        )
-        .first()
+def _build_submission_target(with_printer: bool):
+    made = PrintJob.objects.filter(
+        tenant=Param("tenant", CharField()), idempotency_key=Param("key", CharField())
     )
+    printer = Param("printer", CharField()) if with_printer else None
+    printer_name, capabilities = formats.reported_printer(OuterRef("pk"), printer)
+    return Device.objects.filter(
+        tenant=Param("tenant", CharField()), name=Param("name", CharField())
+    ).annotate(
+        idempotent_job=Subquery(made.values("pk")[:1]),
+        idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
+        printer_name=printer_name,
+        printer_capabilities=capabilities,
+    )[:1]
+
+
+_SUBMISSION_TARGET = {
+    True: PreparedQuery(lambda: _build_submission_target(with_printer=True)),
+    False: PreparedQuery(lambda: _build_submission_target(with_printer=False)),
+}
+
+
+def _submission_target(
+    tenant: str, name: str, idempotency_key: str | None, printer: str | None
+) -> Device:
+    """The device (``NotFound`` otherwise) and, in the same statement, the job already made
+    under ``idempotency_key`` (``idempotent_job``, ``idempotent_fingerprint``) and what the agent
+    reported of ``printer`` (``printer_name``, ``printer_capabilities``; its default printer when
+    ``printer`` is None)."""
+    values = {"tenant": tenant, "name": name, "key": idempotency_key}
+    if printer is not None:
+        values["printer"] = printer
+    device = _SUBMISSION_TARGET[printer is not None].first(**values)
     if device is None:
         raise NotFound("unknown_device", f"No device named {name!r}.")
     if idempotency_key is None:

@@ -23,11 +23,12 @@ import math
 from datetime import timedelta
 
 from django.db import connection as db
-from django.db.models import Exists, F
+from django.db.models import CharField, DurationField, Exists, F, IntegerField
 from django.db.models.functions import Now
 
 from qprint.conf import qprint_settings
 from qprint.domain import sql
+from qprint.domain.prepared import Param
 from qprint.errors import RateLimited
 from qprint.models import AuthFailureCount
 
@@ -48,26 +49,51 @@ def prefix_hash(secret: str) -> str:
     return scopes("", secret)[1].removeprefix("prefix:")
 
 
-def _over_limit(source: str, secret: str):
-    window = qprint_settings.AUTH_FAILURE_WINDOW_SECONDS
+def _over_limit(address_scope, prefix_scope, limit, window):
+    """Counters of the two scopes that reached ``limit`` within ``window`` (values or
+    :class:`~qprint.domain.prepared.Param` placeholders)."""
     return AuthFailureCount.objects.filter(
-        scope__in=scopes(source, secret),
-        failures__gte=qprint_settings.AUTH_FAILURE_LIMIT,
-        window_started_at__gt=Now() - timedelta(seconds=window),
+        scope__in=(address_scope, prefix_scope),
+        failures__gte=limit,
+        window_started_at__gt=Now() - window,
     )
 
 
-def throttled(source: str, secret: str) -> Exists:
-    """An ``EXISTS`` to annotate the credential's own lookup with, so a request whose secret is
-    right pays no statement of its own for the throttle (then call :func:`refusal`)."""
-    return Exists(_over_limit(source, secret))
+def _over_limit_now(source: str, secret: str):
+    window = timedelta(seconds=qprint_settings.AUTH_FAILURE_WINDOW_SECONDS)
+    return _over_limit(*scopes(source, secret), qprint_settings.AUTH_FAILURE_LIMIT, window)
+
+
+def throttled() -> Exists:
+    """An ``EXISTS`` to annotate the credential's own (prepared) lookup with, so a request whose
+    secret is right pays no statement of its own for the throttle (then call :func:`refusal`).
+    Its values are :func:`throttle_values`."""
+    return Exists(
+        _over_limit(
+            Param("address_scope", CharField()),
+            Param("prefix_scope", CharField()),
+            Param("failure_limit", IntegerField()),
+            Param("failure_window", DurationField()),
+        )
+    )
+
+
+def throttle_values(source: str, secret: str) -> dict:
+    """The values of :func:`throttled`'s placeholders for an attempt."""
+    address_scope, prefix_scope = scopes(source, secret)
+    return {
+        "address_scope": address_scope,
+        "prefix_scope": prefix_scope,
+        "failure_limit": qprint_settings.AUTH_FAILURE_LIMIT,
+        "failure_window": timedelta(seconds=qprint_settings.AUTH_FAILURE_WINDOW_SECONDS),
+    }
 
 
 def refusal(source: str, secret: str) -> RateLimited | None:
     """The refusal of an attempt from ``source`` with ``secret``, or None when it may proceed."""
     window = qprint_settings.AUTH_FAILURE_WINDOW_SECONDS
     rows = (
-        _over_limit(source, secret)
+        _over_limit_now(source, secret)
         .annotate(age=Now() - F("window_started_at"))
         .values_list("age", flat=True)
     )

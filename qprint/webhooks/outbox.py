@@ -37,7 +37,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Case, Count, F, Min, Q, Value, When
+from django.db.models import Case, Count, Exists, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -81,15 +81,24 @@ def _insert(endpoints: list[WebhookEndpoint], event_type: str, data: dict[str, A
     notify.deliveries_after_commit()
 
 
-def announce_job(job_id: uuid.UUID, tenant: str, status: str) -> None:
+def tenant_subscribed(tenant: Any) -> Exists:
+    """Whether ``tenant`` (a value or an ``OuterRef``) has any webhook endpoint: annotated on the
+    statement that locks the row before a job moves (the claim's, the event's), so that a tenant
+    without webhooks pays no read of its own for them (``announce_job(..., subscribed=...)``)."""
+    return Exists(WebhookEndpoint.objects.filter(tenant=tenant))
+
+
+def announce_job(job_id: uuid.UUID, tenant: str, status: str, *, subscribed: bool = True) -> None:
     """Inside the transaction that moved job ``job_id`` to ``status``: a delivery per endpoint of
     ``tenant`` that wants the matching event (``job.printed`` for PRINTED), and the job's
     after-commit notice (which wakes ``?wait`` requests).
 
-    Costs one indexed read when the tenant has no endpoint."""
+    ``subscribed=False``: :func:`tenant_subscribed` said, in this transaction, that the tenant has
+    no endpoint; nothing is read. Otherwise one indexed read when the tenant has no endpoint. An
+    endpoint made while the transaction runs may miss this event."""
     notify.job_after_commit(job_id)
     event_type = job_event_type(status)
-    if event_type is None:
+    if event_type is None or not subscribed:
         return
     endpoints = _endpoints_wanting(Q(tenant=tenant), event_type)
     if not endpoints:
