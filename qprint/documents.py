@@ -21,9 +21,11 @@ from functools import lru_cache
 from typing import Protocol
 
 from django.core.files.base import ContentFile
+from django.db.models import UUIDField
 from django.utils.module_loading import import_string
 
 from qprint.conf import qprint_settings
+from qprint.domain.prepared import Param, PreparedQuery
 from qprint.errors import NotFound
 from qprint.models import PrintDocument, PrintJob
 
@@ -45,11 +47,13 @@ class DatabaseDocuments:
     def save(self, job: PrintJob, content: bytes) -> None:
         PrintDocument.objects.create(job=job, content=content)
 
+    _content = PreparedQuery(
+        lambda: PrintDocument.objects.filter(job_id=Param("job", UUIDField())).only("content")[:1]
+    )
+
     def open(self, job_id: uuid.UUID) -> bytes | None:
-        content = (
-            PrintDocument.objects.filter(job_id=job_id).values_list("content", flat=True).first()
-        )
-        return None if content is None else bytes(content)
+        document = self._content.first(job=job_id)
+        return None if document is None else bytes(document.content)
 
     def delete(self, job_ids: Iterable[uuid.UUID]) -> None:
         PrintDocument.objects.filter(job_id__in=list(job_ids)).delete()

@@ -20,7 +20,10 @@ shared sync thread.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import contextvars
+import functools
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -84,12 +87,15 @@ class DatabaseThreads:
         return call
 
     async def run(self, func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """Run ``func`` (a synchronous database function) on these threads."""
+        """Run ``func`` (a synchronous database function) on these threads, in a copy of the
+        caller's context (``contextvars``), as ``sync_to_async`` would, without its per-call
+        set-up (nothing run here calls back into the event loop)."""
         if self.inline:
             return await sync_to_async(func, thread_sensitive=True)(*args, **kwargs)
-        return await sync_to_async(
-            self._on_thread(func), thread_sensitive=False, executor=self.executor()
-        )(*args, **kwargs)
+        call = functools.partial(
+            contextvars.copy_context().run, self._on_thread(func), *args, **kwargs
+        )
+        return await asyncio.get_running_loop().run_in_executor(self.executor(), call)
 
     def close_connections(self, timeout: float = 5) -> None:
         """Close the database connection of every thread (shutdown, tests' teardown).

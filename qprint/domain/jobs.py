@@ -14,7 +14,16 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
-from django.db.models import CharField, OuterRef, Q, QuerySet, Subquery, sql
+from django.db.models import (
+    CharField,
+    IntegerField,
+    OuterRef,
+    Q,
+    QuerySet,
+    Subquery,
+    UUIDField,
+    sql,
+)
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
@@ -91,15 +100,21 @@ def job_for_download(device: Device, job_id: uuid.UUID | str) -> PrintJob:
         job_uuid = uuid.UUID(str(job_id))
     except ValueError:
         raise NotFound(message="No such job to download on this device.") from None
-    job = (
-        PrintJob.objects.filter(pk=job_uuid, device=device)
-        .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
-        .only("id", "content_type", "size", "sha256", "claim_id", "status")
-        .first()
-    )
+    job = _DOWNLOADABLE.first(job=job_uuid, device=device.pk)
     if job is None:
         raise NotFound(message="No such job to download on this device.")
     return job
+
+
+_DOWNLOADABLE = PreparedQuery(
+    lambda: (
+        PrintJob.objects.filter(
+            pk=Param("job", UUIDField()), device_id=Param("device", IntegerField())
+        )
+        .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
+        .only("id", "content_type", "size", "sha256", "claim_id", "status")[:1]
+    )
+)
 
 
 def submit_job(
