@@ -1,7 +1,8 @@
 """The agent's memory of every job and every report, in SQLite, written before each side effect.
 
-Invariants (docs/AGENT.md, "The journal"), which hold across crashes because every write is a
-committed, ``synchronous=FULL`` transaction before the act it describes:
+Invariants (docs/AGENT.md, "The journal"), which hold across crashes because every write that
+guards an act is a committed, ``synchronous=FULL`` transaction before the act it describes (only
+the server's acknowledgements of reports, which guard nothing, are committed without an fsync):
 
 - A job is marked ``SUBMITTING`` before the spooler is called. A job the journal holds as
   ``SUBMITTING`` (the agent died during submission) is never submitted again: recovery turns it
@@ -343,12 +344,23 @@ class Journal:
             args = (job_id,)
         return self.db.execute(sql, args).fetchone() is not None
 
-    def acknowledge(self, seq: int, outcome: str) -> None:
-        with self._tx():
+    def next_report(self) -> Report | None:
+        """The oldest unacknowledged report, if any."""
+        batch = self.pending(limit=1)
+        return batch[0] if batch else None
+
+    def acknowledge(self, seq: int, outcome: str) -> Report | None:
+        """Record the server's answer to report ``seq``; returns the next report to send.
+
+        Not ``synchronous=FULL``: an acknowledgement guards no act. One lost with the machine's
+        power (the process's own crash loses nothing in WAL mode) only sends that report again,
+        which the server answers as the replay it is; the next FULL commit syncs it anyway."""
+        with self._tx(durable=False):
             self.db.execute(
                 "UPDATE outbox SET acked_at = ?, outcome = ? WHERE seq = ?",
                 (time.time(), outcome, seq),
             )
+        return self.next_report()
 
     def outcome(self, key: str) -> tuple[bool, str | None]:
         """(acknowledged, outcome) of one report: ``ok`` or ``<status>:<error code>``."""
@@ -356,6 +368,14 @@ class Journal:
             "SELECT acked_at IS NOT NULL, outcome FROM outbox WHERE key = ?", (key,)
         ).fetchone()
         return (bool(row[0]), row[1]) if row else (False, None)
+
+    def receipt(self, job_id: str) -> tuple[JobEntry | None, bool]:
+        """The job's entry, and whether the server refused its RECEIVED report."""
+        refused = any(
+            kind == "RECEIVED" and outcome not in (None, "ok")
+            for kind, outcome in self.outcomes(job_id)
+        )
+        return self.job(job_id), refused
 
     def outcomes(self, job_id: str) -> list[tuple[str, str | None]]:
         """(event type, outcome) of a job's reports, oldest first: for logs and tests."""
@@ -366,18 +386,28 @@ class Journal:
 
     # -- plumbing ----------------------------------------------------------------------------
 
-    def _tx(self) -> "_Transaction":
-        return _Transaction(self.db)
+    def _tx(self, durable: bool = True) -> "_Transaction":
+        return _Transaction(self.db, durable)
 
 
 class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT; with synchronous=FULL the commit is on disk when it returns."""
+    """BEGIN IMMEDIATE ... COMMIT; with synchronous=FULL the commit is on disk when it returns.
 
-    def __init__(self, db: sqlite3.Connection):
+    ``durable=False`` commits with ``synchronous=NORMAL`` (WAL: safe from the process's crash,
+    on disk at the next FULL commit or checkpoint), for writes that guard no act."""
+
+    def __init__(self, db: sqlite3.Connection, durable: bool = True):
         self.db = db
+        self.durable = durable
 
     def __enter__(self) -> None:
+        if not self.durable:
+            self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        try:
+            self.db.execute("ROLLBACK" if exc_type else "COMMIT")
+        finally:
+            if not self.durable:
+                self.db.execute("PRAGMA synchronous=FULL")

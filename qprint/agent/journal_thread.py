@@ -87,8 +87,14 @@ class AsyncJournal:
     async def has_pending(self, job_id: str | None = None) -> bool:
         return await self._run(self._journal.has_pending, job_id)
 
-    async def acknowledge(self, seq: int, outcome: str) -> None:
-        await self._run(self._journal.acknowledge, seq, outcome)
+    async def next_report(self) -> j.Report | None:
+        return await self._run(self._journal.next_report)
+
+    async def acknowledge(self, seq: int, outcome: str) -> j.Report | None:
+        return await self._run(self._journal.acknowledge, seq, outcome)
+
+    async def receipt(self, job_id: str) -> tuple[j.JobEntry | None, bool]:
+        return await self._run(self._journal.receipt, job_id)
 
     async def outcomes(self, job_id: str) -> list[tuple[str, str | None]]:
         return await self._run(self._journal.outcomes, job_id)

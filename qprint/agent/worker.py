@@ -66,15 +66,15 @@ class Reporter:
     async def flush(self, endpoints: Endpoints) -> bool:
         """True when nothing is left to send."""
         async with self._lock:
-            while True:
-                batch = await self.journal.pending()
-                if not batch:
-                    return True
-                for report in batch:
-                    if not await self._send(endpoints, report):
-                        return False
+            report = await self.journal.next_report()
+            while report is not None:
+                sent, report = await self._send(endpoints, report)
+                if not sent:
+                    return False
+            return True
 
-    async def _send(self, endpoints: Endpoints, report: j.Report) -> bool:
+    async def _send(self, endpoints: Endpoints, report: j.Report) -> tuple[bool, j.Report | None]:
+        """(acknowledged, the next report to send); not acknowledged: stop this flush."""
         try:
             response = await self.api.report(endpoints, report.path, report.body)
         except httpx.HTTPError as exc:
@@ -84,18 +84,17 @@ class Reporter:
                 report.key,
                 exc.__class__.__name__,
             )
-            return False
+            return False, None
         status = response.status_code
         if status in (200, 201):
-            await self.journal.acknowledge(report.seq, "ok")
-            return True
+            return True, await self.journal.acknowledge(report.seq, "ok")
         if status in (401, 403, 408, 429) or status >= 500:
             logger.info(
                 "report_deferred device=%s key=%s status=%s", self.device, report.key, status
             )
-            return False
+            return False, None
         code = error_code(response)
-        await self.journal.acknowledge(report.seq, f"{status}:{code}")
+        following = await self.journal.acknowledge(report.seq, f"{status}:{code}")
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
             self.device,
@@ -108,7 +107,7 @@ class Reporter:
         if code == "job_cancelled" and report.job_id:
             # Cancelled before we received it: never print it.
             await self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
-        return True
+        return True, following
 
 
 @dataclass(frozen=True)
@@ -166,8 +165,9 @@ class JobRunner:
 
     async def handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
         a = assignment
-        entry = await self.journal.job(a.job_id)
-        if entry is not None and not entry.may_submit:
+        # Recorded, or the entry of a job already known (a replay changes nothing).
+        entry = await self.journal.remember_claim(a.job_id, a.claim_id, a.title, a.body)
+        if not entry.may_submit:
             # Submitted before (or final): never again. Tell the server what we know.
             if entry.final and not await self.journal.has_pending(a.job_id):
                 await self.journal.requeue_final_event(a.job_id, a.claim_id)
@@ -181,7 +181,6 @@ class JobRunner:
                 await self.finish_spooled(endpoints, entry)
             await self.reporter.flush(endpoints)
             return DONE
-        entry = await self.journal.remember_claim(a.job_id, a.claim_id, a.title, a.body)
         logger.info("job_claimed device=%s job=%s claim=%s", self.device, a.job_id, a.claim_id)
 
         data, failure = await self._download(endpoints, a)
@@ -207,9 +206,9 @@ class JobRunner:
         )
         if not await self.reporter.flush(endpoints):
             return RETRY_LATER  # RECEIVED not acknowledged yet: the next claim replays this job
-        entry = await self.journal.job(a.job_id)
+        entry, refused = await self.journal.receipt(a.job_id)
         assert entry is not None
-        if entry.state != j.RECEIVED or await self._received_refused(a.job_id):
+        if entry.state != j.RECEIVED or refused:
             if entry.state == j.RECEIVED:
                 # The server refused RECEIVED (stale claim, backwards): this job is not ours.
                 await self.journal.advance(a.job_id, "CANCELLED", expect=frozenset({j.RECEIVED}))
@@ -344,9 +343,8 @@ class JobRunner:
         )
         logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
         await self.reporter.flush(endpoints)
-        entry = await self.journal.job(a.job_id)
-        assert entry is not None
-        await self.finish_spooled(endpoints, entry)
+        spooled = j.JobEntry(a.job_id, a.claim_id, j.SPOOLED, ref, a.title)
+        await self.finish_spooled(endpoints, spooled)
 
     async def finish_spooled(self, endpoints: Endpoints, entry: j.JobEntry) -> None:
         """Follow a spooled job until the spooler has finished it, then report how it ended."""

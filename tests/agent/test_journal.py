@@ -84,3 +84,24 @@ def test_prune_forgets_old_final_jobs_but_never_unfinished_ones(tmp_path):
     assert journal.job("old-final") is None
     assert journal.job("old-open").state == "SUBMITTING"
     assert journal.pending() == []
+
+
+def test_an_acknowledgement_hands_over_the_next_report_and_only_it_skips_the_fsync(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.remember_claim("job-1", "claim-1")
+    received = journal.queue_event("job-1", "RECEIVED")
+    spooled = journal.queue_event("job-1", "SPOOLED")
+    syncs = []
+    journal.db.set_trace_callback(
+        lambda sql: syncs.append(sql) if sql.startswith("PRAGMA synchronous=") else None
+    )
+    first = journal.next_report()
+    assert first.key == received
+    following = journal.acknowledge(first.seq, "ok")
+    assert following.key == spooled and journal.acknowledge(following.seq, "ok") is None
+    # Each acknowledgement commits with synchronous=NORMAL and puts FULL back at once.
+    assert syncs == ["PRAGMA synchronous=NORMAL", "PRAGMA synchronous=FULL"] * 2
+    assert journal.db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
+    journal.advance("job-1", "RECEIVED", event="RECEIVED")
+    assert syncs[-1] == "PRAGMA synchronous=FULL"  # no guarding write ran under NORMAL
+    assert journal.outcome(received) == (True, "ok")

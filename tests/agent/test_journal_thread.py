@@ -39,10 +39,10 @@ class StuckCommits:
                     gate.gave_up = gate.gave_up or not gate.release.wait(20)
                 self.tx.__exit__(exc_type, exc, tb)
 
-        def tx(journal):
+        def tx(journal, durable=True):
             if gate.armed and journal.path == gate.path:
-                return SlowCommit(real_tx(journal))
-            return real_tx(journal)
+                return SlowCommit(real_tx(journal, durable))
+            return real_tx(journal, durable)
 
         monkeypatch.setattr(j.Journal, "_tx", tx)
 

@@ -187,24 +187,33 @@ async def submit_jobs(nodes, key: str, names: list[str], jobs: int, rate: float 
     return submitted
 
 
+def printed_count() -> int:
+    return PrintJob.objects.filter(status="PRINTED").count()
+
+
 async def wait_printed(submitted: dict[str, float], timeout: float) -> dict[str, float]:
-    ids = list(submitted)
+    """The PRINTED times of the phase's jobs (the only jobs in the table: each phase starts
+    empty), once all are PRINTED; polled with a count, so the wait costs the database little."""
     deadline = time.monotonic() + timeout
-    while True:
-        done = await database_sync_to_async(finished_times)(ids)
-        if len(done) == len(ids):
-            return done
-        assert time.monotonic() < deadline, f"{len(ids) - len(done)} jobs not PRINTED in time"
+    while await database_sync_to_async(printed_count)() < len(submitted):
+        assert time.monotonic() < deadline, "jobs not PRINTED in time"
         await asyncio.sleep(0.2)
+    done = await database_sync_to_async(finished_times)(list(submitted))
+    assert len(done) == len(submitted), f"{len(submitted) - len(done)} jobs not PRINTED"
+    return done
 
 
-async def phase(nodes, key, names, jobs, rate, profile: str = "") -> dict:
-    spy = profiler(nodes[0], profile) if profile else None
+async def phase(nodes, key, names, jobs, rate, profile: str = "", agents=None) -> dict:
+    spies = []
+    if profile:  # node A, and the agent process of its devices
+        spies.append(profiler(nodes[0].process.pid, profile))
+        if agents is not None:
+            spies.append(profiler(agents.procs[0].pid, f"agent-{profile}"))
     cpu_before = cpu_by_kind()
     submitted = await submit_jobs(nodes, key, names, jobs, rate)
     done = await wait_printed(submitted, 300)
     cpu_after = cpu_by_kind()
-    if spy is not None:
+    for spy in spies:
         spy.send(signal.SIGINT)  # py-spy writes its output on SIGINT
         await asyncio.to_thread(spy.wait, 120)
     latencies = [(done[j] - t) * 1000 for j, t in submitted.items()]
@@ -217,11 +226,11 @@ async def phase(nodes, key, names, jobs, rate, profile: str = "") -> dict:
     return figures
 
 
-def profiler(node, name: str) -> ManagedProcess:
-    """py-spy on ``node`` (``BENCH_PROFILE=<dir>``): raw stacks for tests.bench.profile."""
+def profiler(pid: int, name: str) -> ManagedProcess:
+    """py-spy on process ``pid`` (``BENCH_PROFILE=<dir>``): raw stacks for tests.bench.profile."""
     out = Path(PROFILE_DIR) / f"{name}.txt"
     spy = str(Path(sys.executable).parent / "py-spy")
-    args = [spy, "record", "--pid", str(node.process.pid), "--rate", "50",
+    args = [spy, "record", "--pid", str(pid), "--rate", "100",
             "--format", "raw", "--output", str(out), "--nonblocking",
             *(["--gil"] if os.environ.get("BENCH_PROFILE_GIL") else [])]  # fmt: skip
     spy = ManagedProcess("py-spy", args, dict(os.environ))
@@ -273,11 +282,13 @@ async def test_end_to_end(cluster, bench_result):
     results: dict[str, dict] = {}
 
     async def with_fleet(label: str, args_of, phases):
-        with Fleet(args_of, nodes, halves, env):
+        with Fleet(args_of, nodes, halves, env) as fleet:
             await until(lambda n: n == DEVICES, 120, f"{label} ready")
             for name, jobs, rate in phases:
                 profile = f"{label}-{name}" if PROFILE_DIR and rate is None else ""
-                results[f"{label}/{name}"] = await phase(nodes, key, names, jobs, rate, profile)
+                results[f"{label}/{name}"] = await phase(
+                    nodes, key, names, jobs, rate, profile, fleet
+                )
                 print(f"{label}/{name}: {results[f'{label}/{name}']}", flush=True)
         await until(lambda n: n == 0, 60, f"{label} disconnected")
 
