@@ -49,26 +49,29 @@ _PRINT_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0, 180
 
 CLAIMS = Counter(
     "qprint_claims",
-    "Claims answered here, by HTTP status and answer (assignment, nothing, or the error code).",
-    ["status", "answer"],
+    "Claims answered here, by HTTP status and answer (assignment, nothing, or the error code), "
+    "and path (http, or socket for the operation frames).",
+    ["status", "answer", "path"],
     registry=PROCESS,
 )
 CLAIM_SECONDS = Histogram(
     "qprint_claim_duration_seconds",
-    "Time spent answering a claim here (HTTP path, authentication included).",
+    "Time spent answering a claim here (authentication included over HTTP), by path.",
+    ["path"],
     buckets=_HTTP_BUCKETS,
     registry=PROCESS,
 )
 EVENTS = Counter(
     "qprint_events",
     "Device events answered here, by HTTP status and answer (created, replayed, or the error "
-    "code).",
-    ["status", "answer"],
+    "code), and path (http, or socket for the operation frames).",
+    ["status", "answer", "path"],
     registry=PROCESS,
 )
 EVENT_SECONDS = Histogram(
     "qprint_event_duration_seconds",
-    "Time spent answering a device event here (HTTP path, authentication included).",
+    "Time spent answering a device event here (authentication included over HTTP), by path.",
+    ["path"],
     buckets=_HTTP_BUCKETS,
     registry=PROCESS,
 )
@@ -121,8 +124,8 @@ def _answer_of(response: Any, answers: dict[int, str]) -> str:
 def _answered(counter: Counter, histogram: Histogram, answers: dict[int, str]):
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         def observe(started: float, response: Any) -> Any:
-            histogram.observe(time.perf_counter() - started)
-            counter.labels(str(response.status_code), _answer_of(response, answers)).inc()
+            histogram.labels("http").observe(time.perf_counter() - started)
+            counter.labels(str(response.status_code), _answer_of(response, answers), "http").inc()
             return response
 
         if inspect.iscoroutinefunction(view):  # an async view (``run_async=True``)
@@ -144,10 +147,27 @@ def _answered(counter: Counter, histogram: Histogram, answers: dict[int, str]):
     return decorator
 
 
+_CLAIM_ANSWERS = {200: "assignment", 204: "nothing"}
+_EVENT_ANSWERS = {201: "created", 200: "replayed"}
 #: Decorates the claim view: counts its answers and observes how long each took.
-measure_claim = _answered(CLAIMS, CLAIM_SECONDS, {200: "assignment", 204: "nothing"})
+measure_claim = _answered(CLAIMS, CLAIM_SECONDS, _CLAIM_ANSWERS)
 #: Decorates the device event view: counts its answers and observes how long each took.
-measure_event = _answered(EVENTS, EVENT_SECONDS, {201: "created", 200: "replayed"})
+measure_event = _answered(EVENTS, EVENT_SECONDS, _EVENT_ANSWERS)
+
+_SOCKET_OPERATIONS = {
+    "claim": (CLAIMS, CLAIM_SECONDS, _CLAIM_ANSWERS),
+    "event": (EVENTS, EVENT_SECONDS, _EVENT_ANSWERS),
+}
+
+
+def socket_operation_answered(operation: str, started: float, status: int, error: str) -> None:
+    """A claim or event frame answered (``status`` as over HTTP; ``error``: the refusal's code),
+    counted and timed like the HTTP path's, with ``path="socket"``; other operations are not."""
+    if operation not in _SOCKET_OPERATIONS:
+        return
+    counter, histogram, answers = _SOCKET_OPERATIONS[operation]
+    histogram.labels("socket").observe(time.perf_counter() - started)
+    counter.labels(str(status), answers.get(status) or error or str(status), "socket").inc()
 
 
 def job_finished(sender: Any, job: Any, status: str, **kwargs: Any) -> None:

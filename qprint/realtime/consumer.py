@@ -258,15 +258,20 @@ class DeviceConsumer(AsyncConsumer):
         """Answer a request frame as the HTTP API would: a malformed one is the session's
         protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
         request = self.session.operation(frame)
+        started = time.perf_counter()
         try:
             answer = await socket_db.run(self._perform, request)
         except QPrintError as exc:
+            status, error = exc.status, exc.code
             out = self.session.refused(request, exc.status, exc.code, exc.message)
         except DatabaseError as exc:
             logger.warning("socket_operation_failed device=%s error=%r", self.device_id, exc)
+            status, error = device_operations.UNAVAILABLE[:2]
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
+            status, error = answer.status, ""
             out = self.session.answer(request, answer.status, answer.body)
+        metrics.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
 
     def _perform(self, request: OperationRequest) -> device_operations.Answer:

@@ -35,16 +35,17 @@ def test_a_finished_job_is_counted_after_commit_only(transactional_db):
 
 
 def test_claims_and_events_refused_before_authentication_are_counted(client, db):
-    claims = sample("qprint_claims_total", status="401", answer="unauthorized")
-    timed = sample("qprint_claim_duration_seconds_count")
+    http = {"path": "http"}
+    claims = sample("qprint_claims_total", status="401", answer="unauthorized", **http)
+    timed = sample("qprint_claim_duration_seconds_count", **http)
     assert client.post("/qprint/api/v1/device/claim").status_code == 401
-    assert sample("qprint_claims_total", status="401", answer="unauthorized") == claims + 1
-    assert sample("qprint_claim_duration_seconds_count") == timed + 1
+    assert sample("qprint_claims_total", status="401", answer="unauthorized", **http) == claims + 1
+    assert sample("qprint_claim_duration_seconds_count", **http) == timed + 1
 
-    events = sample("qprint_events_total", status="401", answer="unauthorized")
+    events = sample("qprint_events_total", status="401", answer="unauthorized", **http)
     path = "/qprint/api/v1/device/jobs/00000000-0000-0000-0000-000000000000/events"
     assert client.post(path, content_type="application/json").status_code == 401
-    assert sample("qprint_events_total", status="401", answer="unauthorized") == events + 1
+    assert sample("qprint_events_total", status="401", answer="unauthorized", **http) == events + 1
 
 
 def test_a_wakeup_is_timed_only_when_it_sent_a_wake_frame():

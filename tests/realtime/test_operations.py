@@ -307,3 +307,53 @@ async def test_another_tenants_job_or_command_is_answered_as_one_that_does_not_e
     their_command = refusal(await answer(s, "their-command"))
     assert their_command == refusal(await answer(s, "no-command")) and their_command[0] == 404
     assert await adb(lambda: type(command).objects.get(pk=command.pk).status) == "PENDING"
+
+
+def _counted(name: str, **labels: str) -> float:
+    from qprint import metrics
+
+    return metrics.PROCESS.get_sample_value(name, labels) or 0.0
+
+
+async def test_claims_and_events_over_the_socket_are_counted_and_timed_like_http(
+    device_factory, sockets
+):
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
+    before = {
+        "assignment": _counted(
+            "qprint_claims_total", status="200", answer="assignment", path="socket"
+        ),
+        "created": _counted("qprint_events_total", status="201", answer="created", path="socket"),
+        "stale": _counted("qprint_events_total", status="409", answer="stale_claim", path="socket"),
+        "claims_timed": _counted("qprint_claim_duration_seconds_count", path="socket"),
+        "events_timed": _counted("qprint_event_duration_seconds_count", path="socket"),
+        "http_claims": _counted("qprint_claim_duration_seconds_count", path="http"),
+    }
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "c"})
+    assignment = await answer(s, "c")
+    job_id, claim_id = assignment["job_id"], assignment["claim_id"]
+    await s.send(as_frame("e1", job_id, event_body(claim_id, "RECEIVED")))
+    assert (await answer(s, "e1"))["status"] == 201
+    await s.send(as_frame("e2", job_id, event_body(uuid.uuid4(), "PRINTED")))
+    assert refusal(await answer(s, "e2"))[0] == 409
+    after = {
+        "assignment": _counted(
+            "qprint_claims_total", status="200", answer="assignment", path="socket"
+        ),
+        "created": _counted("qprint_events_total", status="201", answer="created", path="socket"),
+        "stale": _counted("qprint_events_total", status="409", answer="stale_claim", path="socket"),
+        "claims_timed": _counted("qprint_claim_duration_seconds_count", path="socket"),
+        "events_timed": _counted("qprint_event_duration_seconds_count", path="socket"),
+        "http_claims": _counted("qprint_claim_duration_seconds_count", path="http"),
+    }
+    assert {k: after[k] - before[k] for k in before} == {
+        "assignment": 1,
+        "created": 1,
+        "stale": 1,
+        "claims_timed": 1,
+        "events_timed": 2,
+        "http_claims": 0,
+    }
