@@ -47,7 +47,9 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 DEVICES = int(os.environ.get("BENCH_DEVICES", 0)) or 50
 RATE = 5.0
 LATENCY_JOBS = size(300, 100)
-FLOOD = size(1000, 300)
+FLOOD = int(os.environ.get("BENCH_FLOOD", 0)) or size(1000, 300)
+#: ``push``: only the two push variants (the 200-device run of docs/PERFORMANCE.md).
+ONLY = os.environ.get("BENCH_E2E_ONLY", "")
 SUBMITTERS = 8
 POLL_JOBS = size(100, 40)
 PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
@@ -300,6 +302,10 @@ async def test_end_to_end(cluster, bench_result):
         variants.append(("push_socket", agent_args(tmp_path, "socket")))
     for label, args_of in variants:
         await with_fleet(label, args_of, push_phases)
+    if ONLY == "push":
+        bench_result["figures"] = results
+        bench_result["sizes"] = {"devices": DEVICES, "nodes": 2, "flood_jobs": FLOOD}
+        return
     for interval in (1, 5):
         await with_fleet(
             f"poll_{interval}s", poller_args(interval), [("latency", POLL_JOBS, RATE / 2)]

@@ -140,6 +140,24 @@ FIGURES = [
     ("idle devices: connects per second", "idle_devices", [("figures", "connects_per_s")], "/s"),
     ("claims at once: claims/s, p50, p99 (ms)", "claims_at_once",
      [("figures", "claims_per_s"), ("figures", "p50_ms"), ("figures", "p99_ms")], ""),
+    ("CPU per job in the flood, HTTP agents: nodes / agents / PostgreSQL / all (ms)",
+     "end_to_end",
+     [("figures", "push_http/throughput", "cpu_ms_per_job", k)
+      for k in ("nodes", "agents", "postgresql", "total")], ""),
+    ("CPU per job in the flood, socket operations: nodes / agents / PostgreSQL / all (ms)",
+     "end_to_end",
+     [("figures", "push_socket/throughput", "cpu_ms_per_job", k)
+      for k in ("nodes", "agents", "postgresql", "total")], ""),
+    ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
+     "end_to_end@devices200",
+     [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),
+    ("200 devices, 5,000 jobs: socket operations jobs/s, p50 / p99 of the flood (ms)",
+     "end_to_end@devices200",
+     [("figures", "push_socket/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),
+    ("200 devices: HTTP agents / socket operations p50 at 5 jobs/s (ms)",
+     "end_to_end@devices200",
+     [("figures", "push_http/latency", "p50_ms"), ("figures", "push_socket/latency", "p50_ms")],
+     ""),
     ("claims at once: most sessions waiting on a lock, share of samples with any",
      "claims_at_once",
      [("figures", "lock_waiters_most"), ("figures", "lock_wait_sample_share")], ""),
@@ -149,7 +167,8 @@ FIGURES = [
 def figures_table() -> str:
     rows = ["| figure | before | now | size, machine |", "|---|---|---|---|"]
     for what, name, keys, unit in FIGURES:
-        now, before = load(name), load(name, "before")
+        name, _, label = name.partition("@")  # name@label: that run of the benchmark
+        now, before = load(name, label), None if label else load(name, "before")
 
         def values(record, keys=keys, unit=unit):
             got = [get(record, *k) for k in keys]
