@@ -21,7 +21,7 @@ from typing import Any
 from qprint.domain import commands, credentials
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
-from qprint.errors import Disabled, QPrintError
+from qprint.errors import Unauthorized
 from qprint.models import Device
 from qprint.serializers import assignment_body, command_object, event_object
 
@@ -35,28 +35,25 @@ class Answer:
     body: dict[str, Any] | None
 
 
-class Unauthorized(QPrintError):
-    """The device's token no longer matches (revoked or rotated): the HTTP API's 401."""
-
-    code = "unauthorized"
-    status = 401
-
-
 # -- the operations ----------------------------------------------------------------------------
 
 
-def claim(device_id: int, document_url: Callable[[Any], str]) -> Answer:
-    """200 the assignment (with ``document_url(job_id)``), 204 nothing."""
-    assignment = claim_next_job(device_id)
+def claim(
+    device_id: int, document_url: Callable[[Any], str], *, token_hash: str | None = None
+) -> Answer:
+    """200 the assignment (with ``document_url(job_id)``), 204 nothing. ``token_hash``: a
+    socket's device, which must still hold that token (checked in the claim's own lock)."""
+    assignment = claim_next_job(device_id, token_hash=token_hash)
     if assignment is None:
         return Answer(204, None)
     body = {**assignment_body(assignment), "document_url": document_url(assignment.job_id)}
     return Answer(200, body)
 
 
-def event(device: Device, job_id: Any, body: Any) -> Answer:
-    """201 a new event, 200 the replay of one already recorded (same id, same content)."""
-    outcome = record_device_event(device, job_id, body)
+def event(device: Device | int, job_id: Any, body: Any, *, token_hash: str | None = None) -> Answer:
+    """201 a new event, 200 the replay of one already recorded (same id, same content).
+    ``token_hash``: as for :func:`claim` (checked in the event's own lock)."""
+    outcome = record_device_event(device, job_id, body, token_hash=token_hash)
     answer = {
         **event_object(outcome.event),
         "job_id": str(outcome.job.pk),
@@ -76,7 +73,6 @@ def current_device(device_id: int, token_hash: str) -> Device:
     403 ``disabled``."""
     device = credentials.device_with_token_hash(device_id, token_hash)
     if device is None:
-        raise Unauthorized(message="Unknown or revoked device token.")
-    if not device.enabled:
-        raise Disabled()
+        raise Unauthorized()
+    credentials.require_token(device.token_hash, device.enabled, token_hash)
     return device

@@ -71,6 +71,14 @@ class EventRejected(Conflict):
     code = "event_conflict"
 
 
+class Unauthorized(QPrintError):
+    """The device's token no longer matches (revoked or rotated): the HTTP API's 401."""
+
+    code = "unauthorized"
+    status = 401
+    default_message = "Unknown or revoked device token."
+
+
 class Disabled(QPrintError):
     """The device is disabled (HTTP 403)."""
 

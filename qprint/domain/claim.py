@@ -46,7 +46,7 @@ from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 
 from qprint import cluster
-from qprint.domain import events, gate, sql
+from qprint.domain import credentials, events, gate, sql
 from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import JobStatus
 from qprint.errors import NotFound
@@ -108,17 +108,23 @@ _ASSIGNMENT_FIELDS = (
 )
 
 
-def claim_next_job(device_id: int, *, node: str | None = None) -> Assignment | None:
+def claim_next_job(
+    device_id: int, *, node: str | None = None, token_hash: str | None = None
+) -> Assignment | None:
     """Hand the device its job: the one it already holds, else the next one, else ``None``.
 
     Raises :class:`~qprint.errors.Disabled` (403) for a disabled device and
     :class:`~qprint.errors.GateClosed` (409) with code ``not_connected``, ``not_ready``,
     ``stale_control``, ``stale_settings`` or ``paused`` when the device may not claim now.
-    ``node`` is recorded as ``claim_node`` (default: this node's id).
+    ``node`` is recorded as ``claim_node`` (default: this node's id). ``token_hash``: the claim
+    of a device socket, whose device must still hold that token (401 otherwise), judged from the
+    locked row (:func:`qprint.domain.credentials.require_token`).
     """
     node = node or cluster.node_id()
     with transaction.atomic():
         device = _lock_device(device_id)
+        if token_hash is not None:
+            credentials.require_token(device.token_hash, device.enabled, token_hash)
         gate.check(device)
         if connection.vendor == "postgresql":
             return _claim_in_one_statement(device, node)
@@ -293,6 +299,7 @@ def _build_lock() -> QuerySet:
             "connection_id",
             "connection_ready",
             "connection_lease_expires_at",
+            "token_hash",
         )
         .filter(pk=Param("device_id", IntegerField()))[:1]
     )

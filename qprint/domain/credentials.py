@@ -23,7 +23,7 @@ from django.db.models.functions import Now
 from qprint.domain import inputs, throttle
 from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import Conflict, Invalid, NotFound
+from qprint.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
 from qprint.models import ApplicationKey, Device
 
 logger = logging.getLogger("qprint.credentials")
@@ -87,6 +87,16 @@ _DEVICE_BY_ID_AND_TOKEN = PreparedQuery(
         pk=Param("device", IntegerField()), token_hash=Param("digest", CharField())
     )[:1]
 )
+
+
+def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str) -> None:
+    """A socket's device, read by the statement of its operation, still holds the token it
+    authenticated with (:class:`~qprint.errors.Unauthorized`, 401, otherwise) and is enabled
+    (:class:`~qprint.errors.Disabled`, 403): what the HTTP API would answer now."""
+    if stored_hash is None or not hmac.compare_digest(stored_hash, token_hash):
+        raise Unauthorized()
+    if not enabled:
+        raise Disabled()
 
 
 def device_with_token_hash(device_id: int, token_hash: str) -> Device | None:

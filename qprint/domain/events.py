@@ -31,12 +31,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import IntegrityError, connection, transaction
-from django.db.models import IntegerField, OuterRef, Subquery, UUIDField
+from django.db.models import F, IntegerField, OuterRef, Subquery, UUIDField
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
 from qprint.conf import qprint_settings
-from qprint.domain import inputs
+from qprint.domain import credentials, inputs
 from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
 from qprint.domain.wakeups import wake_after_commit
@@ -127,14 +127,23 @@ def _uuid_field(payload: dict[str, Any], name: str) -> uuid.UUID:
         raise Invalid(message=f"'{name}' must be a UUID.") from None
 
 
-def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -> EventOutcome:
+def record_device_event(
+    device: Device | int,
+    job_id: uuid.UUID | str,
+    payload: Any,
+    *,
+    token_hash: str | None = None,
+) -> EventOutcome:
     """Record an event the device reports about one of its jobs, moving the job if it says so.
 
     Raises :class:`~qprint.errors.Invalid` (422) for a malformed body,
     :class:`~qprint.errors.NotFound` (404) when the job is not this device's, and
     :class:`~qprint.errors.EventRejected` (409) with ``event_conflict``, ``stale_claim``,
-    ``job_cancelled`` or ``backwards``.
+    ``job_cancelled`` or ``backwards``. ``token_hash``: the event of a device socket (``device``
+    may then be its id), whose device must still hold that token (401) and be enabled (403),
+    judged in the job lock's own statement.
     """
+    device_id = device.pk if isinstance(device, Device) else int(device)
     event = parse_device_event(payload)
     try:
         job_uuid = uuid.UUID(str(job_id))
@@ -142,7 +151,15 @@ def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -
         raise NotFound(message="No such job.") from None
 
     with transaction.atomic():
-        job = _LOCK_JOB.first(job=job_uuid, device=device.pk, event_id=event.event_id)
+        job = _LOCK_JOB.first(job=job_uuid, device=device_id, event_id=event.event_id)
+        if token_hash is not None:
+            if job is None:  # the device's standing first, as the HTTP API answers it
+                held = credentials.device_with_token_hash(device_id, token_hash)
+                credentials.require_token(
+                    held and held.token_hash, held and held.enabled, token_hash
+                )
+            else:
+                credentials.require_token(job.device_token_hash, job.device_enabled, token_hash)
         if job is None:
             raise NotFound(message="No such job on this device.")
         fingerprint = event.fingerprint(job.pk)
@@ -165,9 +182,9 @@ def record_device_event(device: Device, job_id: uuid.UUID | str, payload: Any) -
             return EventOutcome(created=False, job=job, event=replay)
         target = event.type if event.type != PROGRESS and event.type != job.status else None
         if connection.vendor == "postgresql":
-            recorded = _record_in_one_statement(job, device, event, fingerprint, target)
+            recorded = _record_in_one_statement(job, device_id, event, fingerprint, target)
         else:
-            recorded = _record_step_by_step(job, device, event, fingerprint, target)
+            recorded = _record_step_by_step(job, device_id, event, fingerprint, target)
         if recorded is None:
             # The same event_id was recorded concurrently (for another job, since this job's row
             # is locked, or before the lock was granted): answer as that delivery did.
@@ -193,6 +210,8 @@ def _build_job_lock():
             recorded_pk=Subquery(_recorded(event_id).values("pk")[:1]),
             recorded_fingerprint=Subquery(_recorded(event_id).values("fingerprint")[:1]),
             announced=outbox.tenant_subscribed(OuterRef("tenant")),
+            device_token_hash=F("device__token_hash"),
+            device_enabled=F("device__enabled"),
         )[:1]
     )
 
@@ -207,7 +226,7 @@ def _conflict(event_id: uuid.UUID) -> EventRejected:
 
 
 def _record_step_by_step(
-    job: PrintJob, device: Device, event: DeviceEvent, fingerprint: str, target: str | None
+    job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str, target: str | None
 ) -> PrintJobEvent | None:
     """INSERT in a savepoint, then the guarded UPDATE (SQLite); None: the event_id is taken."""
     try:
@@ -215,7 +234,7 @@ def _record_step_by_step(
             recorded = PrintJobEvent.objects.create(
                 event_id=event.event_id,
                 job=job,
-                device=device,
+                device_id=device_id,
                 source=EventSource.DEVICE,
                 type=event.type,
                 message=event.message,
@@ -256,14 +275,14 @@ FROM recorded LEFT JOIN moved ON true
 
 
 def _record_in_one_statement(
-    job: PrintJob, device: Device, event: DeviceEvent, fingerprint: str, target: str | None
+    job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str, target: str | None
 ) -> PrintJobEvent | None:
     """The event and the move in one statement (PostgreSQL); None: the event_id is taken."""
     current = job.status
     params = {
         "event_id": event.event_id,
         "job": job.pk,
-        "device": device.pk,
+        "device": device_id,
         "source": EventSource.DEVICE.value,
         "type": event.type,
         "message": event.message,
@@ -292,7 +311,7 @@ def _record_in_one_statement(
         pk=event_pk,
         event_id=event.event_id,
         job=job,
-        device=device,
+        device_id=device_id,
         source=EventSource.DEVICE,
         type=event.type,
         message=event.message,

@@ -276,11 +276,16 @@ class DeviceConsumer(AsyncConsumer):
 
     def _perform(self, request: OperationRequest) -> device_operations.Answer:
         """The operation, on a socket thread, for the device as the HTTP API authenticates it."""
-        device = device_operations.current_device(self.device_id, self.session.token_hash)
-        if request.operation == "claim":
-            return device_operations.claim(device.pk, self._document_url)
-        if request.operation == "event":
-            return device_operations.event(device, request.target, request.body)
+        token_hash = self.session.token_hash
+        if request.operation == "claim":  # the token is checked in the claim's own lock
+            return device_operations.claim(
+                self.device_id, self._document_url, token_hash=token_hash
+            )
+        if request.operation == "event":  # and in the event's
+            return device_operations.event(
+                self.device_id, request.target, request.body, token_hash=token_hash
+            )
+        device = device_operations.current_device(self.device_id, token_hash)
         return device_operations.command_result(device, request.target, request.body)
 
     def _document_url(self, job_id) -> str:

@@ -14,7 +14,7 @@ from django.test import AsyncClient
 
 from qprint import api
 from qprint.domain import credentials
-from qprint.models import Device
+from qprint.models import Device, PrintJob
 from qprint.realtime import bus
 from tests.realtime.conftest import adb
 
@@ -254,7 +254,9 @@ async def test_malformed_request_frame_closes_4400(device_and_token, sockets, fr
     assert await s.receive_close() == 4400
 
 
-async def test_a_claim_over_the_socket_is_three_statements(device_factory, sockets, monkeypatch):
+async def test_a_claim_and_an_event_over_the_socket_are_two_statements_each(
+    device_factory, sockets, monkeypatch
+):
     from django.db import connection as db
 
     from qprint.realtime import socket_db
@@ -277,9 +279,18 @@ async def test_a_claim_over_the_socket_is_three_statements(device_factory, socke
 
     monkeypatch.setattr(socket_db, "statement_observer", observe)
     await s.send({"type": "claim", "request_id": "c"})
-    assert (await answer(s, "c"))["type"] == "assignment"
-    # The device as HTTP authenticates it, the device row's lock, the claim statement.
-    assert len(statements) == 3, statements
+    assignment = await answer(s, "c")
+    assert assignment["type"] == "assignment"
+    # The device row's lock (which checks the socket's token too), the claim statement.
+    assert len(statements) == 2, statements
+    statements.clear()
+    received = event_body(assignment["claim_id"], "RECEIVED")
+    await s.send(as_frame("e", assignment["job_id"], received))
+    assert (await answer(s, "e"))["status"] == 201
+    # The job row's lock (with the device's token), the event and the move; left out, the read
+    # of the socket's own reconcile that the job's release may start meanwhile.
+    reconcile = "WHERE id = %s AND connection_id = %s"
+    assert len([q for q in statements if reconcile not in q]) == 2, statements
 
 
 async def test_another_tenants_job_or_command_is_answered_as_one_that_does_not_exist(
@@ -357,3 +368,30 @@ async def test_claims_and_events_over_the_socket_are_counted_and_timed_like_http
         "events_timed": 2,
         "http_claims": 0,
     }
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [(_disable_silently, (403, "disabled")), (_revoke_silently, (401, "unauthorized"))],
+    ids=["disabled", "unauthorized"],
+)
+async def test_an_event_after_a_silent_revocation_is_refused_as_over_http(
+    device_factory, sockets, change, expected, monkeypatch
+):
+    # No bus for this socket: its reconcile after subscribing would see the change and close
+    # 4001 first (as in the claim's refusals above).
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "c"})
+    assignment = await answer(s, "c")
+    await adb(change, device)
+    body = event_body(assignment["claim_id"], "RECEIVED")
+    for n, target in enumerate((assignment["job_id"], str(uuid.uuid4()))):  # its job, and none
+        await s.send(as_frame(f"e{n}", target, body))
+        status, refused = refusal(await answer(s, f"e{n}"))
+        assert (status, refused["error"]) == expected, target
+    job = await adb(lambda: PrintJob.objects.get(pk=assignment["job_id"]))
+    assert job.status == "CLAIMED"  # nothing recorded
