@@ -21,7 +21,6 @@ from typing import Any
 from qprint.domain import commands, credentials
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
-from qprint.errors import Unauthorized
 from qprint.models import Device
 from qprint.serializers import assignment_body, command_object, event_object
 
@@ -71,8 +70,4 @@ def command_result(device: Device | int, command_id: Any, body: dict[str, Any]) 
 def current_device(device_id: int, token_hash: str) -> Device:
     """The socket's device as the HTTP API would authenticate it now: 401 when its token changed,
     403 ``disabled``."""
-    device = credentials.device_with_token_hash(device_id, token_hash)
-    if device is None:
-        raise Unauthorized()
-    credentials.require_token(device.token_hash, device.enabled, token_hash)
-    return device
+    return credentials.still_held(device_id, token_hash)

@@ -99,6 +99,16 @@ def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str
         raise Disabled()
 
 
+def still_held(device_id: int, token_hash: str) -> Device:
+    """Device ``device_id``, read on its own, when it still holds the token hashed ``token_hash``
+    and is enabled (:func:`require_token`'s answers otherwise)."""
+    device = device_with_token_hash(device_id, token_hash)
+    if device is None:
+        raise Unauthorized()
+    require_token(device.token_hash, device.enabled, token_hash)
+    return device
+
+
 def device_with_token_hash(device_id: int, token_hash: str) -> Device | None:
     """Device ``device_id`` while its token is still the one hashed ``token_hash`` (a socket's
     device, checked again at each operation it sends), else ``None``."""

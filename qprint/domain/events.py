@@ -144,20 +144,22 @@ def record_device_event(
     judged in the job lock's own statement.
     """
     device_id = device.pk if isinstance(device, Device) else int(device)
-    event = parse_device_event(payload)
     try:
-        job_uuid = uuid.UUID(str(job_id))
-    except ValueError:
-        raise NotFound(message="No such job.") from None
+        event = parse_device_event(payload)
+        try:
+            job_uuid = uuid.UUID(str(job_id))
+        except ValueError:
+            raise NotFound(message="No such job.") from None
+    except (Invalid, NotFound):
+        if token_hash is not None:  # the device's standing is answered first, as over HTTP
+            credentials.still_held(device_id, token_hash)
+        raise
 
     with transaction.atomic():
         job = _LOCK_JOB.first(job=job_uuid, device=device_id, event_id=event.event_id)
-        if token_hash is not None:
-            if job is None:  # the device's standing first, as the HTTP API answers it
-                held = credentials.device_with_token_hash(device_id, token_hash)
-                credentials.require_token(
-                    held and held.token_hash, held and held.enabled, token_hash
-                )
+        if token_hash is not None:  # the device's standing is answered first, as over HTTP
+            if job is None:
+                credentials.still_held(device_id, token_hash)
             else:
                 credentials.require_token(job.device_token_hash, job.device_enabled, token_hash)
         if job is None:

@@ -388,10 +388,18 @@ async def test_an_event_after_a_silent_revocation_is_refused_as_over_http(
     await s.send({"type": "claim", "request_id": "c"})
     assignment = await answer(s, "c")
     await adb(change, device)
-    body = event_body(assignment["claim_id"], "RECEIVED")
-    for n, target in enumerate((assignment["job_id"], str(uuid.uuid4()))):  # its job, and none
+    good = event_body(assignment["claim_id"], "RECEIVED")
+    invalid = event_body(assignment["claim_id"], "EXPLODED")
+    # Its job, no job, a body the HTTP API would refuse 422 after authenticating: 401/403 first.
+    cases = [
+        (assignment["job_id"], good),
+        (str(uuid.uuid4()), good),
+        (assignment["job_id"], invalid),
+    ]
+    for n, (target, body) in enumerate(cases):
         await s.send(as_frame(f"e{n}", target, body))
         status, refused = refusal(await answer(s, f"e{n}"))
-        assert (status, refused["error"]) == expected, target
+        assert (status, refused["error"]) == expected, (target, body["type"])
+        assert await Http(token).event(target, body) == (status, refused)
     job = await adb(lambda: PrintJob.objects.get(pk=assignment["job_id"]))
     assert job.status == "CLAIMED"  # nothing recorded
