@@ -78,6 +78,19 @@ def refusal(frame: dict) -> tuple:
     return frame["status"], {"error": frame["error"], "message": frame["message"]}
 
 
+async def claimed_over_the_socket(device_factory, sockets) -> tuple:
+    """A device with a job queued, its socket ready, the job claimed over it:
+    ``(device, token, socket, assignment frame)``."""
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "claim"})
+    assignment = await answer(s, "claim")
+    assert assignment["type"] == "assignment", assignment
+    return device, token, s, assignment
+
+
 async def test_hello_offers_the_operations(device_and_token, sockets):
     _, token = device_and_token
     hello = await sockets(token).hello_and_ready()
@@ -85,13 +98,7 @@ async def test_hello_offers_the_operations(device_and_token, sockets):
 
 
 async def test_claim_answers_as_http(device_factory, sockets):
-    device, token = await adb(device_factory)
-    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
-    s = sockets(token)
-    await s.hello_and_ready()
-    await s.send({"type": "claim", "request_id": "c1"})
-    frame = await answer(s, "c1")
-    assert frame["type"] == "assignment"
+    _, token, _, frame = await claimed_over_the_socket(device_factory, sockets)
     status, body = await Http(token).claim()  # the replay of the same assignment
     assert status == 200, body
     got = {k: v for k, v in frame.items() if k not in ("type", "request_id")}
@@ -320,46 +327,37 @@ async def test_another_tenants_job_or_command_is_answered_as_one_that_does_not_e
     assert await adb(lambda: type(command).objects.get(pk=command.pk).status) == "PENDING"
 
 
-def _counted(name: str, **labels: str) -> float:
+#: The series the socket's claims and events move, and one of the HTTP path's (which must not).
+_SERIES = {
+    "assignment": ("qprint_claims_total", {"status": "200", "answer": "assignment"}, "socket"),
+    "created": ("qprint_events_total", {"status": "201", "answer": "created"}, "socket"),
+    "stale": ("qprint_events_total", {"status": "409", "answer": "stale_claim"}, "socket"),
+    "claims_timed": ("qprint_claim_duration_seconds_count", {}, "socket"),
+    "events_timed": ("qprint_event_duration_seconds_count", {}, "socket"),
+    "http_claims": ("qprint_claim_duration_seconds_count", {}, "http"),
+}
+
+
+def _counted() -> dict[str, float]:
     from qprint import metrics
 
-    return metrics.PROCESS.get_sample_value(name, labels) or 0.0
+    return {
+        key: metrics.PROCESS.get_sample_value(name, {**labels, "path": path}) or 0.0
+        for key, (name, labels, path) in _SERIES.items()
+    }
 
 
 async def test_claims_and_events_over_the_socket_are_counted_and_timed_like_http(
     device_factory, sockets
 ):
-    device, token = await adb(device_factory)
-    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
-    before = {
-        "assignment": _counted(
-            "qprint_claims_total", status="200", answer="assignment", path="socket"
-        ),
-        "created": _counted("qprint_events_total", status="201", answer="created", path="socket"),
-        "stale": _counted("qprint_events_total", status="409", answer="stale_claim", path="socket"),
-        "claims_timed": _counted("qprint_claim_duration_seconds_count", path="socket"),
-        "events_timed": _counted("qprint_event_duration_seconds_count", path="socket"),
-        "http_claims": _counted("qprint_claim_duration_seconds_count", path="http"),
-    }
-    s = sockets(token)
-    await s.hello_and_ready()
-    await s.send({"type": "claim", "request_id": "c"})
-    assignment = await answer(s, "c")
+    before = _counted()
+    _, _, s, assignment = await claimed_over_the_socket(device_factory, sockets)
     job_id, claim_id = assignment["job_id"], assignment["claim_id"]
     await s.send(as_frame("e1", job_id, event_body(claim_id, "RECEIVED")))
     assert (await answer(s, "e1"))["status"] == 201
     await s.send(as_frame("e2", job_id, event_body(uuid.uuid4(), "PRINTED")))
     assert refusal(await answer(s, "e2"))[0] == 409
-    after = {
-        "assignment": _counted(
-            "qprint_claims_total", status="200", answer="assignment", path="socket"
-        ),
-        "created": _counted("qprint_events_total", status="201", answer="created", path="socket"),
-        "stale": _counted("qprint_events_total", status="409", answer="stale_claim", path="socket"),
-        "claims_timed": _counted("qprint_claim_duration_seconds_count", path="socket"),
-        "events_timed": _counted("qprint_event_duration_seconds_count", path="socket"),
-        "http_claims": _counted("qprint_claim_duration_seconds_count", path="http"),
-    }
+    after = _counted()
     assert {k: after[k] - before[k] for k in before} == {
         "assignment": 1,
         "created": 1,
@@ -381,12 +379,7 @@ async def test_an_event_after_a_silent_revocation_is_refused_as_over_http(
     # No bus for this socket: its reconcile after subscribing would see the change and close
     # 4001 first (as in the claim's refusals above).
     monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
-    device, token = await adb(device_factory)
-    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
-    s = sockets(token)
-    await s.hello_and_ready()
-    await s.send({"type": "claim", "request_id": "c"})
-    assignment = await answer(s, "c")
+    device, token, s, assignment = await claimed_over_the_socket(device_factory, sockets)
     await adb(change, device)
     good = event_body(assignment["claim_id"], "RECEIVED")
     invalid = event_body(assignment["claim_id"], "EXPLODED")
