@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.db import IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.db.models import F, IntegerField, OuterRef, Subquery, UUIDField
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
@@ -227,23 +227,31 @@ def _conflict(event_id: uuid.UUID) -> EventRejected:
     )
 
 
+def _event_row(
+    job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str
+) -> PrintJobEvent:
+    """The device event's row, not yet saved (both paths below record the same columns)."""
+    return PrintJobEvent(
+        event_id=event.event_id,
+        job=job,
+        device_id=device_id,
+        source=EventSource.DEVICE,
+        type=event.type,
+        message=event.message,
+        detail=event.detail,
+        occurred_at=event.occurred_at,
+        fingerprint=fingerprint,
+    )
+
+
 def _record_step_by_step(
     job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str, target: str | None
 ) -> PrintJobEvent | None:
     """INSERT in a savepoint, then the guarded UPDATE (SQLite); None: the event_id is taken."""
+    recorded = _event_row(job, device_id, event, fingerprint)
     try:
         with transaction.atomic():
-            recorded = PrintJobEvent.objects.create(
-                event_id=event.event_id,
-                job=job,
-                device_id=device_id,
-                source=EventSource.DEVICE,
-                type=event.type,
-                message=event.message,
-                detail=event.detail,
-                occurred_at=event.occurred_at,
-                fingerprint=fingerprint,
-            )
+            recorded.save(force_insert=True)
     except IntegrityError:
         return None
     if target is not None:
@@ -309,19 +317,10 @@ def _record_in_one_statement(
         job.status, job.status_reason = status, reason
         job.received_at, job.finished_at = received_at, finished_at
         _moved(job, current, target)
-    return PrintJobEvent(
-        pk=event_pk,
-        event_id=event.event_id,
-        job=job,
-        device_id=device_id,
-        source=EventSource.DEVICE,
-        type=event.type,
-        message=event.message,
-        detail=event.detail,
-        occurred_at=event.occurred_at,
-        recorded_at=recorded_at,
-        fingerprint=fingerprint,
-    )
+    recorded = _event_row(job, device_id, event, fingerprint)
+    recorded.pk, recorded.recorded_at = event_pk, recorded_at
+    recorded._state.adding, recorded._state.db = False, DEFAULT_DB_ALIAS
+    return recorded
 
 
 def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:
