@@ -19,6 +19,26 @@ T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def wait_for_other_sessions_to_end(django_db_blocker=None) -> None:
+    """Processes a test stopped (nodes, runtimes) end their database sessions a moment later; the
+    test database can only be flushed or dropped once they are gone. ``django_db_blocker``: for a
+    caller outside a test's database access (a module-scoped fixture's teardown)."""
+    import contextlib
+
+    from django.db import connection
+
+    def alone() -> bool:
+        unblocked = django_db_blocker.unblock() if django_db_blocker else contextlib.nullcontext()
+        with unblocked, connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return cursor.fetchone()[0] == 0
+
+    wait_until(alone, 15, message="the other database sessions ended")
+
+
 def database_url_of(settings_dict: dict[str, Any]) -> str:
     """A URL to the database of a Django ``settings_dict``, for subprocesses (``DATABASE_URL``)."""
     d = settings_dict

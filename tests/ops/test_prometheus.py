@@ -30,6 +30,7 @@ from tests.processes import (
     free_port,
     manage,
     port_open,
+    wait_for_other_sessions_to_end,
     wait_until,
 )
 from tests.qcluster.conftest import set_cluster_settings
@@ -182,20 +183,6 @@ def cluster(transactional_db, django_db_blocker, tmp_path):
         for process in reversed(started):
             process.stop()
         wait_for_other_sessions_to_end(django_db_blocker)
-
-
-def wait_for_other_sessions_to_end(django_db_blocker) -> None:
-    from django.db import connection
-
-    def alone() -> bool:
-        with django_db_blocker.unblock(), connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            return cursor.fetchone()[0] == 0
-
-    wait_until(alone, 15, message="node sessions ended")
 
 
 async def event(http: Http, node: Node, token: str, job_id: str, body: dict) -> httpx.Response:

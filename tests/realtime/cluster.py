@@ -9,12 +9,21 @@ import contextlib
 import json
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import websockets
 
-from tests.processes import REPO_ROOT, ManagedProcess, daphne_node, free_port, port_open, wait_until
+from tests.processes import (
+    REPO_ROOT,
+    ManagedProcess,
+    daphne_node,
+    free_port,
+    port_open,
+    wait_for_other_sessions_to_end,
+    wait_until,
+)
 from tests.processes import database_url_of as database_url_of  # the realtime tests import it here
 
 
@@ -70,6 +79,27 @@ class Node:
 
     def log(self) -> str:
         return self.process.log()
+
+
+@contextlib.contextmanager
+def two_nodes(
+    database_url: str,
+    redis_url: str | None,
+    names: tuple[str, str] = ("node-a", "node-b"),
+    django_db_blocker=None,
+    **extra: str,
+) -> Iterator[tuple[Node, Node]]:
+    """Nodes A and B of the example project on one database and one Redis, started, and stopped
+    at the end once their database sessions are gone (``extra``: more environment for both)."""
+    a, b = (Node(name, node_env(database_url, redis_url, name, **extra)) for name in names)
+    try:
+        a.start()
+        b.start()
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+        wait_for_other_sessions_to_end(django_db_blocker)
 
 
 class RealDevice:

@@ -1,4 +1,5 @@
-"""Fixtures of the realtime tests: devices with tokens, and sockets on the consumer in-process."""
+"""Fixtures of the realtime tests: devices with tokens, sockets on the consumer in-process, and
+for the modules that start real nodes, a Redis of their own and the database's URL."""
 
 from __future__ import annotations
 
@@ -17,6 +18,37 @@ from qprint.realtime import bus, drain, socket_db
 from qprint.routing import websocket_urlpatterns
 
 SOCKET_PATH = "/qprint/ws/device/"
+
+
+@pytest.fixture(scope="module")
+def redis():
+    """A Redis of the module's own (its nodes' channel layer)."""
+    from tests.processes import RedisServer
+
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_restored(redis):
+    """A test that stops Redis gets it back, for the next test."""
+    from tests.processes import port_open
+
+    yield redis
+    if not port_open(redis.port):
+        redis.start()
+
+
+@pytest.fixture(scope="module")
+def database_url(django_db_setup, django_db_blocker):
+    """The test database's URL, for the module's nodes."""
+    from django.db import connection
+
+    from tests.processes import database_url_of
+
+    with django_db_blocker.unblock():
+        return database_url_of(connection.settings_dict)
 
 
 @pytest.fixture

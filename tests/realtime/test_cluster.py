@@ -13,8 +13,8 @@ from channels.db import database_sync_to_async
 
 from qprint import api
 from qprint.models import Device, PrintJob
-from tests.processes import RedisServer, free_port, wait_until
-from tests.realtime.cluster import Http, Node, RealDevice, database_url_of, node_env, upgrade_status
+from tests.processes import free_port, wait_until
+from tests.realtime.cluster import Http, Node, RealDevice, node_env, two_nodes, upgrade_status
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -22,58 +22,9 @@ HEARTBEAT = 1.0
 
 
 @pytest.fixture(scope="module")
-def redis():
-    server = RedisServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def database_url(django_db_setup, django_db_blocker):
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        return database_url_of(connection.settings_dict)
-
-
-def wait_for_other_sessions_to_end(django_db_blocker) -> None:
-    """After nodes stop, their database sessions end a moment later; the test database can only
-    be dropped (or flushed without waiting) once they are gone."""
-    from django.db import connection
-
-    def alone() -> bool:
-        with django_db_blocker.unblock(), connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            return cursor.fetchone()[0] == 0
-
-    wait_until(alone, 15, message="node sessions ended")
-
-
-@pytest.fixture(scope="module")
 def nodes(redis, database_url, django_db_blocker):
-    a = Node("node-a", node_env(database_url, redis.url, "node-a"))
-    b = Node("node-b", node_env(database_url, redis.url, "node-b"))
-    try:
-        a.start()
-        b.start()
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
-        wait_for_other_sessions_to_end(django_db_blocker)
-
-
-@pytest.fixture
-def redis_restored(redis):
-    """A test that stops Redis gets it back, for the next test."""
-    yield redis
-    from tests.processes import port_open
-
-    if not port_open(redis.port):
-        redis.start()
+    with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
+        yield both
 
 
 @pytest.fixture

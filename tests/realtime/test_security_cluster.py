@@ -23,8 +23,11 @@ from channels.db import database_sync_to_async
 
 from qprint import api
 from qprint.models import Device, DevicePrinter, PrintJob
-from tests.processes import RedisServer, manage, port_open, wait_until
-from tests.realtime.cluster import Node, RealDevice, database_url_of, node_env
+from tests.processes import (
+    manage,
+    wait_until,
+)
+from tests.realtime.cluster import RealDevice, node_env, two_nodes
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -33,42 +36,15 @@ FAILURE_LIMIT = 4
 
 
 @pytest.fixture(scope="module")
-def redis():
-    server = RedisServer().start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def database_url(django_db_setup, django_db_blocker):
-    from django.db import connection
-
-    with django_db_blocker.unblock():
-        return database_url_of(connection.settings_dict)
-
-
-@pytest.fixture(scope="module")
 def nodes(redis, database_url, django_db_blocker):
-    extra = {"QPRINT_AUTH_FAILURE_LIMIT": str(FAILURE_LIMIT)}
-    a = Node("sec-a", node_env(database_url, redis.url, "sec-a", **extra))
-    b = Node("sec-b", node_env(database_url, redis.url, "sec-b", **extra))
-    try:
-        a.start()
-        b.start()
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
-        from tests.realtime.test_cluster import wait_for_other_sessions_to_end
-
-        wait_for_other_sessions_to_end(django_db_blocker)
-
-
-@pytest.fixture
-def redis_restored(redis):
-    yield redis
-    if not port_open(redis.port):
-        redis.start()
+    with two_nodes(
+        database_url,
+        redis.url,
+        ("sec-a", "sec-b"),
+        django_db_blocker,
+        QPRINT_AUTH_FAILURE_LIMIT=str(FAILURE_LIMIT),
+    ) as both:
+        yield both
 
 
 @pytest.fixture

@@ -61,21 +61,3 @@ def start_sender(transactional_db, loopback_allowed):
     yield start
     for running in started:
         running.close()
-
-
-def wait_for_other_sessions_to_end() -> None:
-    """Processes a test stopped end their database sessions a moment later; the test database
-    can only be flushed or dropped once they are gone."""
-    from django.db import connection
-
-    from tests.processes import wait_until
-
-    def alone() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            return cursor.fetchone()[0] == 0
-
-    wait_until(alone, 15, message="the other sessions ended")

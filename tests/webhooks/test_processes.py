@@ -14,9 +14,8 @@ from qprint.domain import events
 from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, WebhookDelivery
 from qprint.webhooks import endpoints, outbox
-from tests.processes import ManagedProcess, manage, wait_until
+from tests.processes import ManagedProcess, manage, wait_for_other_sessions_to_end, wait_until
 from tests.qprint.factories import connect, make_device
-from tests.webhooks.conftest import wait_for_other_sessions_to_end
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -14,8 +14,7 @@ from django.db import connection
 from qprint import api
 from tests.processes import RedisServer, wait_until
 from tests.qprint.factories import connect
-from tests.realtime.cluster import Http, Node, node_env
-from tests.webhooks.conftest import wait_for_other_sessions_to_end
+from tests.realtime.cluster import Http, two_nodes
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -30,16 +29,8 @@ def redis():
 @pytest.fixture
 def nodes(redis, live_database_url):
     settings = {"DJANGO_SETTINGS_MODULE": "tests.webhooks.node_settings"}
-    a = Node("node-a", node_env(live_database_url, redis.url, "node-a", **settings))
-    b = Node("node-b", node_env(live_database_url, redis.url, "node-b", **settings))
-    try:
-        a.start()
-        b.start()
-        yield a, b
-    finally:
-        a.stop()
-        b.stop()
-        wait_for_other_sessions_to_end()
+    with two_nodes(live_database_url, redis.url, **settings) as both:
+        yield both
 
 
 def subscribed(redis: RedisServer, job_id: str) -> bool:
