@@ -81,6 +81,25 @@ class Node:
         return self.process.log()
 
 
+async def eventually(predicate, timeout: float, message: str):
+    """Wait for ``predicate()`` (which may read the database) with a deadline."""
+    from channels.db import database_sync_to_async
+
+    return await database_sync_to_async(wait_until)(predicate, timeout, message=message)
+
+
+async def nodes_done_with_sockets() -> None:
+    """Wait until the nodes have closed every socket (cleared their rows): the database flush
+    after the test (TRUNCATE, table by table) must not race a ping's multi-table statement."""
+    from qprint.models import Device
+
+    await eventually(
+        lambda: not Device.objects.filter(connection_id__isnull=False).exists(),
+        20,
+        "nodes closed every socket",
+    )
+
+
 @contextlib.contextmanager
 def two_nodes(
     database_url: str,

@@ -40,6 +40,26 @@ def redis_restored(redis):
         redis.start()
 
 
+@pytest.fixture
+async def devices(transactional_db):
+    """Make devices with tokens, as real clients of the module's nodes; close their sockets after
+    the test, and wait until the nodes are done with them."""
+    from tests.realtime.cluster import RealDevice, nodes_done_with_sockets
+
+    made = []
+
+    async def make(name: str, **kwargs):
+        device, token = await database_sync_to_async(api.create_device)("acme", name)
+        real = RealDevice(token, **kwargs)
+        made.append(real)
+        return device, real
+
+    yield make
+    for real in made:
+        await real.close()
+    await nodes_done_with_sockets()
+
+
 @pytest.fixture(scope="module")
 def database_url(django_db_setup, django_db_blocker):
     """The test database's URL, for the module's nodes."""

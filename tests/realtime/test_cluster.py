@@ -13,8 +13,16 @@ from channels.db import database_sync_to_async
 
 from qprint import api
 from qprint.models import Device, PrintJob
-from tests.processes import free_port, wait_until
-from tests.realtime.cluster import Http, Node, RealDevice, node_env, two_nodes, upgrade_status
+from tests.processes import free_port
+from tests.realtime.cluster import (
+    Http,
+    Node,
+    RealDevice,
+    eventually,
+    node_env,
+    two_nodes,
+    upgrade_status,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -40,33 +48,6 @@ async def http(app_key):
     await client.close()
 
 
-@pytest.fixture
-async def devices(transactional_db):
-    """Make devices with tokens; close their sockets after the test."""
-    made: list[RealDevice] = []
-
-    async def make(name: str, **kwargs) -> tuple[Device, RealDevice]:
-        device, token = await database_sync_to_async(api.create_device)("acme", name)
-        real = RealDevice(token, **kwargs)
-        made.append(real)
-        return device, real
-
-    yield make
-    for real in made:
-        await real.close()
-    await nodes_done_with_sockets()
-
-
-async def nodes_done_with_sockets() -> None:
-    """Wait until the nodes have closed every socket (cleared their rows): the database flush
-    after the test (TRUNCATE, table by table) must not race a ping's multi-table statement."""
-    await eventually(
-        lambda: not Device.objects.filter(connection_id__isnull=False).exists(),
-        20,
-        "nodes closed every socket",
-    )
-
-
 def bus_is_up(node: Node) -> bool:
     """What the node's /metrics says of its bus (its probe passes)."""
     import httpx
@@ -78,10 +59,6 @@ def bus_is_up(node: Node) -> bool:
 
 def row(device_id: int) -> Device:
     return Device.objects.get(pk=device_id)
-
-
-async def eventually(predicate, timeout: float, message: str):
-    return await database_sync_to_async(wait_until)(predicate, timeout, message=message)
 
 
 async def ready(device: Device) -> None:

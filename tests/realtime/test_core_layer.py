@@ -14,8 +14,14 @@ from channels.db import database_sync_to_async
 
 from qprint import api
 from tests.processes import RedisServer, wait_for_other_sessions_to_end
-from tests.realtime.cluster import Http, Node, RealDevice, database_url_of, node_env
-from tests.realtime.test_cluster import nodes_done_with_sockets
+from tests.realtime.cluster import (
+    Http,
+    Node,
+    RealDevice,
+    database_url_of,
+    node_env,
+    nodes_done_with_sockets,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -25,9 +25,8 @@ from qprint import api
 from qprint.models import Device, DevicePrinter, PrintJob
 from tests.processes import (
     manage,
-    wait_until,
 )
-from tests.realtime.cluster import RealDevice, node_env, two_nodes
+from tests.realtime.cluster import RealDevice, eventually, node_env, two_nodes
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -45,30 +44,6 @@ def nodes(redis, database_url, django_db_blocker):
         QPRINT_AUTH_FAILURE_LIMIT=str(FAILURE_LIMIT),
     ) as both:
         yield both
-
-
-@pytest.fixture
-async def devices(transactional_db):
-    made: list[RealDevice] = []
-
-    async def make(name: str, **kwargs) -> tuple[Device, RealDevice]:
-        device, token = await database_sync_to_async(api.create_device)("acme", name)
-        real = RealDevice(token, **kwargs)
-        made.append(real)
-        return device, real
-
-    yield make
-    for real in made:
-        await real.close()
-    await eventually(
-        lambda: not Device.objects.filter(connection_id__isnull=False).exists(),
-        20,
-        "nodes closed every socket",
-    )
-
-
-async def eventually(predicate, timeout: float, message: str):
-    return await database_sync_to_async(wait_until)(predicate, timeout, message=message)
 
 
 async def ready(device: Device) -> None:
