@@ -6,12 +6,14 @@ connection columns directly, as the connection record would after a ``state`` fr
 
 from __future__ import annotations
 
+import base64
 import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db.models import F
 from django.db.models.functions import Now
+from django.urls import reverse
 
 from qprint.domain import credentials
 from qprint.models import ApplicationKey, Device
@@ -78,3 +80,20 @@ def disconnect(device: Device) -> Device:
     )
     device.refresh_from_db()
     return device
+
+
+def submitted_and_claimed(client, key: KeyWithSecret, device: DeviceWithToken, content: bytes):
+    """A job submitted over the application API with ``key`` for ``device`` (connected), then
+    claimed by the device over its HTTP API: ``(job object, assignment)``."""
+    job = client.post(
+        reverse("qprint:jobs"),
+        {
+            "device": device.device.name,
+            "content_type": "application/pdf",
+            "content_base64": base64.b64encode(content).decode(),
+        },
+        content_type="application/json",
+        **key.auth,
+    ).json()
+    assignment = client.post(reverse("qprint:device-claim"), **device.auth).json()
+    return job, assignment

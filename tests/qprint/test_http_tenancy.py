@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from qprint import api
 from qprint.models import DeviceCommand, PrintJob
-from tests.qprint.factories import connect, make_device, make_key
+from tests.qprint.factories import connect, make_device, make_key, submitted_and_claimed
 
 pytestmark = pytest.mark.django_db
 
@@ -26,17 +26,7 @@ def owned(client):
     owner_key = make_key("acme")
     owner_dev = make_device("acme", "front-desk")
     connect(owner_dev.device)
-    job = client.post(
-        reverse("qprint:jobs"),
-        {
-            "device": "front-desk",
-            "content_type": "application/pdf",
-            "content_base64": base64.b64encode(PDF).decode(),
-        },
-        content_type="application/json",
-        **owner_key.auth,
-    ).json()
-    assignment = client.post(reverse("qprint:device-claim"), **owner_dev.auth).json()
+    job, assignment = submitted_and_claimed(client, owner_key, owner_dev, PDF)
     command = api.send_command(owner_dev.device, "PING")
     other_dev = make_device("other", "front-desk")
     connect(other_dev.device)

@@ -23,7 +23,14 @@ from django.urls import reverse
 import qprint.urls
 from qprint import api
 from qprint.models import Device, DeviceCommand, DevicePrinter, PrintJob, WebhookEndpoint
-from tests.qprint.factories import DeviceWithToken, KeyWithSecret, connect, make_device, make_key
+from tests.qprint.factories import (
+    DeviceWithToken,
+    KeyWithSecret,
+    connect,
+    make_device,
+    make_key,
+    submitted_and_claimed,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -48,17 +55,7 @@ def world(client) -> World:
     owner_key = make_key("acme")
     owner_dev = make_device("acme", "front-desk")
     connect(owner_dev.device)
-    job = client.post(
-        reverse("qprint:jobs"),
-        {
-            "device": "front-desk",
-            "content_type": "application/pdf",
-            "content_base64": base64.b64encode(PDF).decode(),
-        },
-        content_type="application/json",
-        **owner_key.auth,
-    ).json()
-    assignment = client.post(reverse("qprint:device-claim"), **owner_dev.auth).json()
+    job, assignment = submitted_and_claimed(client, owner_key, owner_dev, PDF)
     command = api.send_command(owner_dev.device, "PING")
     stranger_dev = make_device("other", "desk-of-other")
     connect(stranger_dev.device)
