@@ -8,6 +8,8 @@ import signal
 import socket
 import sys
 
+import pytest
+
 from qprint.agent.config import journal_path
 from qprint.agent.journal import Journal
 from qprint.agent.printers import Printers, SocketPrinter
@@ -144,33 +146,17 @@ async def _agent_process(server, device, state_dir, port):
     )
 
 
-async def test_a_raw_job_cut_off_by_killing_the_agent_is_never_sent_again(server, tmp_path):
-    device = server.add_device()
-    job = server.add_job(
-        device, b"\0" * (16 * 1024 * 1024), content_type="application/vnd.cups-raw"
-    )
-    printer = StallingPrinter()
-    proc = await _agent_process(server, device, tmp_path, printer.port)
-    try:
-        await eventually(printer.first_bytes.is_set, timeout=20, message="the printer got bytes")
-        assert job.status == "RECEIVED"
-        proc.send_signal(signal.SIGKILL)  # mid-document
-        await proc.wait()
-        proc = await _agent_process(server, device, tmp_path, printer.port)
-        await eventually(lambda: job.status == "OUTCOME_UNKNOWN", timeout=20, message="unknown")
-        assert server.events_of(job)[-1]["detail"] == {"reason": "interrupted_submission"}
-        await asyncio.sleep(0.5)  # give a wrong resubmission every chance to connect
-        assert printer.connections == 1
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        printer.close()
-
-
-async def test_an_agent_whose_journal_was_deleted_reports_outcome_unknown_and_prints_nothing(
-    server, tmp_path
+@pytest.mark.parametrize(
+    ("journal_lost", "reason"),
+    [(False, "interrupted_submission"), (True, "no_journal_record")],
+    ids=["journal_kept", "journal_deleted"],
+)
+async def test_a_raw_job_cut_off_by_killing_the_agent_is_never_sent_again(
+    server, tmp_path, journal_lost, reason
 ):
+    """Killed mid-document, the agent reports OUTCOME_UNKNOWN when it comes back, from its
+    journal (an interrupted submission) or, with the journal deleted, from the server's list of
+    the jobs it holds; either way the printer never sees the job again."""
     device = server.add_device()
     job = server.add_job(
         device, b"\0" * (16 * 1024 * 1024), content_type="application/vnd.cups-raw"
@@ -181,13 +167,14 @@ async def test_an_agent_whose_journal_was_deleted_reports_outcome_unknown_and_pr
     try:
         await eventually(printer.first_bytes.is_set, timeout=20, message="the printer got bytes")
         assert job.status == "RECEIVED"
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(signal.SIGKILL)  # mid-document
         await proc.wait()
-        for f in state.iterdir():
-            f.unlink()  # the journal is gone with its disk
+        if journal_lost:
+            for f in state.iterdir():
+                f.unlink()  # the journal is gone with its disk
         proc = await _agent_process(server, device, state, printer.port)
         await eventually(lambda: job.status == "OUTCOME_UNKNOWN", timeout=20, message="unknown")
-        assert server.events_of(job)[-1]["detail"] == {"reason": "no_journal_record"}
+        assert server.events_of(job)[-1]["detail"] == {"reason": reason}
         await asyncio.sleep(0.5)  # give a wrong resubmission every chance to connect
         assert printer.connections == 1
     finally:
