@@ -79,32 +79,22 @@ async def test_rotating_the_token_elsewhere_closes_the_socket_on_its_node_with_4
         await old.connect(b.ws)
 
 
-async def test_revoking_with_the_bus_down_closes_the_socket_within_one_heartbeat(
-    nodes, devices, redis_restored
+@pytest.mark.parametrize(
+    ("on_node", "change"),
+    [(0, api.rotate_device_token), (1, api.disable_device)],
+    ids=["revoked_on_a", "disabled_on_b"],
+)
+async def test_revoking_or_disabling_with_the_bus_down_closes_the_socket_within_one_heartbeat(
+    nodes, devices, redis_restored, on_node, change
 ):
-    a, _ = nodes
-    device, real = await devices("desk-revoke-nobus")
-    await real.connect(a.ws)
+    device, real = await devices(f"desk-{change.__name__}-nobus")
+    await real.connect(nodes[on_node].ws)
     await ready(device)
     redis_restored.stop()
     started = time.monotonic()
-    await database_sync_to_async(api.rotate_device_token)(device)
+    await database_sync_to_async(change)(device)
     assert await real.wait_closed(3 * HEARTBEAT + 3) == 4001
     # The bound: the next ping (one heartbeat) and the time to answer it.
-    assert time.monotonic() - started <= HEARTBEAT + 1.5
-
-
-async def test_disabling_with_the_bus_down_closes_the_socket_within_one_heartbeat(
-    nodes, devices, redis_restored
-):
-    _, b = nodes
-    device, real = await devices("desk-disable-nobus")
-    await real.connect(b.ws)
-    await ready(device)
-    redis_restored.stop()
-    started = time.monotonic()
-    await database_sync_to_async(api.disable_device)(device)
-    assert await real.wait_closed(3 * HEARTBEAT + 3) == 4001
     assert time.monotonic() - started <= HEARTBEAT + 1.5
 
 
