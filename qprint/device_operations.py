@@ -61,13 +61,13 @@ def event(device: Device | int, job_id: Any, body: Any, *, token_hash: str | Non
     return Answer(201 if outcome.created else 200, answer)
 
 
-def command_result(device: Device | int, command_id: Any, body: dict[str, Any]) -> Answer:
-    """200 the command once its result is recorded (``{status: DONE|FAILED, result}``)."""
+def command_result(
+    device: Device | int, command_id: Any, body: dict[str, Any], *, token_hash: str | None = None
+) -> Answer:
+    """200 the command once its result is recorded (``{status: DONE|FAILED, result}``).
+    ``token_hash``: as for :func:`claim` (checked by a read of the device first)."""
+    if token_hash is not None:
+        device_id = device.pk if isinstance(device, Device) else device
+        device = credentials.still_held(device_id, token_hash)
     command = commands.record_result(device, command_id, body.get("status"), body.get("result"))
     return Answer(200, command_object(command))
-
-
-def current_device(device_id: int, token_hash: str) -> Device:
-    """The socket's device as the HTTP API would authenticate it now: 401 when its token changed,
-    403 ``disabled``."""
-    return credentials.still_held(device_id, token_hash)

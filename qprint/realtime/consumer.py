@@ -285,8 +285,9 @@ class DeviceConsumer(AsyncConsumer):
             return device_operations.event(
                 self.device_id, request.target, request.body, token_hash=token_hash
             )
-        device = device_operations.current_device(self.device_id, token_hash)
-        return device_operations.command_result(device, request.target, request.body)
+        return device_operations.command_result(
+            self.device_id, request.target, request.body, token_hash=token_hash
+        )
 
     def _document_url(self, job_id) -> str:
         """The document's absolute URL on the host this socket was opened on."""
