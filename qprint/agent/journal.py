@@ -369,13 +369,16 @@ class Journal:
         ).fetchone()
         return (bool(row[0]), row[1]) if row else (False, None)
 
-    def receipt(self, job_id: str) -> tuple[JobEntry | None, bool]:
-        """The job's entry, and whether the server refused its RECEIVED report."""
-        refused = any(
+    def received_refused(self, job_id: str) -> bool:
+        """Whether the server refused the job's RECEIVED report (it is not this device's)."""
+        return any(
             kind == "RECEIVED" and outcome not in (None, "ok")
             for kind, outcome in self.outcomes(job_id)
         )
-        return self.job(job_id), refused
+
+    def receipt(self, job_id: str) -> tuple[JobEntry | None, bool]:
+        """The job's entry, and :meth:`received_refused`, in one call."""
+        return self.job(job_id), self.received_refused(job_id)
 
     def outcomes(self, job_id: str) -> list[tuple[str, str | None]]:
         """(event type, outcome) of a job's reports, oldest first: for logs and tests."""

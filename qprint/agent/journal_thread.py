@@ -93,8 +93,8 @@ class AsyncJournal:
     async def acknowledge(self, seq: int, outcome: str) -> j.Report | None:
         return await self._run(self._journal.acknowledge, seq, outcome)
 
+    async def received_refused(self, job_id: str) -> bool:
+        return await self._run(self._journal.received_refused, job_id)
+
     async def receipt(self, job_id: str) -> tuple[j.JobEntry | None, bool]:
         return await self._run(self._journal.receipt, job_id)
-
-    async def outcomes(self, job_id: str) -> list[tuple[str, str | None]]:
-        return await self._run(self._journal.outcomes, job_id)

@@ -228,7 +228,7 @@ class JobRunner:
         bring it back.
         """
         for entry in await self.journal.jobs_in(j.RECEIVED):
-            if await self.journal.has_pending(entry.job_id) or await self._received_refused(
+            if await self.journal.has_pending(entry.job_id) or await self.journal.received_refused(
                 entry.job_id
             ):
                 continue
@@ -269,12 +269,6 @@ class JobRunner:
                     entry.state,
                 )
         await self.reporter.flush(endpoints)
-
-    async def _received_refused(self, job_id: str) -> bool:
-        return any(
-            kind == "RECEIVED" and outcome not in (None, "ok")
-            for kind, outcome in await self.journal.outcomes(job_id)
-        )
 
     async def _download(
         self, endpoints: Endpoints, a: Assignment
