@@ -118,7 +118,3 @@ class PreparedQuery:
         """The first instance, or ``None`` (build the queryset sliced ``[:1]``)."""
         found = self.all(**values)
         return found[0] if found else None
-
-    def sql(self) -> str:
-        """The compiled statement (for tests and EXPLAIN)."""
-        return self._for(self.using).sql
