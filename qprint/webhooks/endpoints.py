@@ -17,6 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models.functions import Now
 
+from qprint.domain import inputs
 from qprint.errors import Invalid, NotFound
 from qprint.models import WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import EVENT_TYPES, destinations, outbox, signing
@@ -50,9 +51,7 @@ def create_endpoint(
         raise Invalid(message="A webhook needs a tenant.")
     url = destinations.check_url(url)
     events = _check_events(events)
-    description = description or ""
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
-        raise Invalid(message=f"'description' must be a string of at most {MAX_DESCRIPTION}.")
+    description = inputs.text("description", description, MAX_DESCRIPTION)
     secret = signing.new_secret()
     endpoint = WebhookEndpoint.objects.create(
         tenant=tenant, url=url, events=events, description=description, secret=secret

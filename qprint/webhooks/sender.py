@@ -168,6 +168,7 @@ class Sender:
             destination = destinations.parse(due.url)
             address = await loop.run_in_executor(None, destinations.resolve_checked, destination)
         except destinations.Refused as exc:
+            logger.info("webhook_refused delivery=%s reason=%s", due.id, exc.detail)
             return outbox.Outcome(error=f"refused: {exc}"), "refused"
         body = due.body
         headers = {
