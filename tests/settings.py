@@ -16,6 +16,9 @@ if SERVICES.database_url:
 else:
     os.environ.pop("DATABASE_URL", None)
 
+# The example project refuses to start without a key when DEBUG is off; subprocesses inherit it.
+os.environ.setdefault("SECRET_KEY", "test-secret-key")
+
 from example_project.settings import *  # noqa: E402,F403
 
 RUN_ID = f"{os.getpid()}"
