@@ -144,6 +144,12 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 ADMINS = [("Operations", a) for a in env.list("ADMINS", default=[])]
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
 
+# /metrics (example_project/views.py): open when METRICS_TOKEN is unset (a development node);
+# set, only `Authorization: Bearer <METRICS_TOKEN>` gets it. The database figures are collected at
+# most once per METRICS_CACHE_SECONDS, however often it is scraped.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_CACHE_SECONDS = env.float("METRICS_CACHE_SECONDS", default=5.0)
+
 QPRINT = {}
 if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):
     # Passed on as written when it is not a number, so `manage.py check` names the bad value.
