@@ -39,6 +39,10 @@ POSITIVE_INTEGERS = (
     "SOCKET_DB_THREADS",
     "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
+    "WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT",
+    "WEBHOOK_MAX_IN_FLIGHT_PER_TENANT",
+    "WEBHOOK_MAX_ENDPOINTS_PER_TENANT",
+    "WEBHOOK_TESTS_PER_MINUTE",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (
@@ -62,6 +66,7 @@ POSITIVE_NUMBERS = (
     "OVERVIEW_REFRESH_SECONDS",
     "JOB_WAIT_RECHECK_SECONDS",
     "STUCK_JOB_SECONDS",
+    "WEBHOOK_SLOW_SECONDS",
 )
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 

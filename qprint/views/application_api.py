@@ -79,9 +79,7 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     )
     scope = jobs.jobs_of(key.tenant)
     return json_response(
-        paginate(
-            request, queryset, ("created_at", "id"), job_object, scope=scope, descending=True
-        )
+        paginate(request, queryset, ("created_at", "id"), job_object, scope=scope, descending=True)
     )
 
 

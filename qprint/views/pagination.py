@@ -7,12 +7,14 @@ would give) and costs one index range scan however deep the client pages.
 Tenancy: a cursor is signed (``SECRET_KEY``, a salt per list), so a client cannot forge one, and it
 names its row by a key that is not a serial number (a UUID, a device's name, a delivery's
 ``event_id``), so it tells nothing of other tenants' rows. Its row is looked up in ``scope``, the
-rows the caller may see (the tenant's), never in the whole table: a cursor of another list or
-tenant is refused like garbage, and one whose row is gone answers an empty page.
+rows the caller may see (the tenant's), never in the whole table. A cursor not of the shape this
+API gives out is 422; one that does not verify (forged, edited, another list's), or whose row is
+not in ``scope`` (gone, or another tenant's), answers the same empty page.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -26,6 +28,8 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
 #: Longer than any cursor this API gives out (a signed 255-character device name).
 MAX_CURSOR_LENGTH = 1024
+#: What every cursor looks like (``docs/openapi.yaml`` gives it as the parameter's pattern).
+CURSOR_SHAPE = re.compile(r"[A-Za-z0-9_-]+:[A-Za-z0-9_-]+")
 
 
 def page_limit(request: HttpRequest) -> int:
@@ -50,17 +54,16 @@ def encode_cursor(scope: QuerySet, key: str, value: Any) -> str:
     return _signer(scope, key).sign_object(str(value), compress=False)
 
 
-def decode_cursor(scope: QuerySet, key: str, cursor: str) -> str:
-    """The key a cursor names; 422 when it is not one this list gave out."""
-    if len(cursor) > MAX_CURSOR_LENGTH:
+def decode_cursor(scope: QuerySet, key: str, cursor: str) -> str | None:
+    """The key a cursor names; 422 when it is not of the shape this API gives out, None when it
+    has that shape but does not verify (forged, edited, another list's): it names no row."""
+    if len(cursor) > MAX_CURSOR_LENGTH or not CURSOR_SHAPE.fullmatch(cursor):
         raise invalid("cursor", "is not a cursor this API gave out")
     try:
         value = _signer(scope, key).unsign_object(cursor)
     except (signing.BadSignature, ValueError, TypeError, UnicodeError):
-        raise invalid("cursor", "is not a cursor this API gave out") from None
-    if not isinstance(value, str):
-        raise invalid("cursor", "is not a cursor this API gave out")
-    return value
+        return None
+    return value if isinstance(value, str) else None
 
 
 def after(fields: Sequence[str], values: Sequence[Any], descending: bool) -> Q:
@@ -96,7 +99,10 @@ def paginate(
     queryset = queryset.order_by(*order)
     cursor = request.GET.get("cursor")
     if cursor is not None:
-        anchor = scope.order_by().filter(**{key: decode_cursor(scope, key, cursor)})
+        named = decode_cursor(scope, key, cursor)
+        if named is None:
+            return {"results": [], "next_cursor": None}
+        anchor = scope.order_by().filter(**{key: named})
         values = [Subquery(anchor.values(f)[:1]) for f in fields]
         queryset = queryset.filter(after(fields, values, descending))
     rows = list(queryset[: limit + 1])

@@ -82,7 +82,9 @@ def parse(url: str) -> Destination:
         raise Refused("the URL has no host")
     if parts.username is not None or parts.password is not None:
         raise Refused("the URL must not carry a user name or password")
-    return Destination(scheme, host_name(parts.hostname), port or (443 if scheme == "https" else 80))
+    return Destination(
+        scheme, host_name(parts.hostname), port or (443 if scheme == "https" else 80)
+    )
 
 
 def host_name(host: str) -> str:
