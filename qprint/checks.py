@@ -39,6 +39,7 @@ POSITIVE_INTEGERS = (
     "SOCKET_DB_THREADS",
     "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
+    "CLOUDPRNT_MAX_POLL_BYTES",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (
@@ -62,6 +63,8 @@ POSITIVE_NUMBERS = (
     "OVERVIEW_REFRESH_SECONDS",
     "JOB_WAIT_RECHECK_SECONDS",
     "STUCK_JOB_SECONDS",
+    "CLOUDPRNT_POLL_SECONDS",
+    "CLOUDPRNT_CONFIRM_SECONDS",
 )
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 

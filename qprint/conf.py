@@ -88,7 +88,19 @@ DEFAULTS: dict[str, Any] = {
         "application/x-epl",
         "application/vnd.escpos",  # ESC/POS receipt printers
         "application/x-escpos",
+        # Star receipt printers' own languages (CloudPRNT devices take them as they are)
+        "application/vnd.star.starprnt",
+        "application/vnd.star.line",
+        "application/vnd.star.starprntcore",
     ),
+    # CloudPRNT printers (docs/CLOUDPRNT.md): the poll interval to set on the printer, and assumed
+    # until the printer reports its own; a printer is live while it polled within 3 intervals.
+    "CLOUDPRNT_POLL_SECONDS": 5,
+    # CloudPRNT: a job the printer fetched and did not confirm within this many seconds ends
+    # OUTCOME_UNKNOWN (never offered again).
+    "CLOUDPRNT_CONFIRM_SECONDS": 120,
+    # CloudPRNT: the largest poll body accepted (413 above).
+    "CLOUDPRNT_MAX_POLL_BYTES": 16 * 1024,
     # The admin's "stuck" job filter: RECEIVED or SPOOLED for longer than this many seconds.
     "STUCK_JOB_SECONDS": 3600,
 }

@@ -29,7 +29,7 @@ from django.db.models.functions import Now
 
 from qprint import documents
 from qprint.conf import DEFAULTS, qprint_settings
-from qprint.domain import commands, events, formats, inputs
+from qprint.domain import cloudprnt, commands, events, formats, inputs
 from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
 from qprint.domain.wakeups import wake_after_commit
@@ -181,6 +181,7 @@ def submit_job(
         else None
     )
     formats.check_options(reported, content_type, options)
+    cloudprnt.check_submission(target, content_type, options)
 
     with transaction.atomic():
         fields = {

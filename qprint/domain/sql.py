@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.models import Device, DeviceCommand, PrintJob
+from qprint.models import Device, DeviceCommand, DevicePrinter, PrintJob
 
 
 def postgresql() -> bool:
@@ -73,6 +73,7 @@ def tables() -> dict[str, str]:
         "device": Device._meta.db_table,
         "job": PrintJob._meta.db_table,
         "command": DeviceCommand._meta.db_table,
+        "printer": DevicePrinter._meta.db_table,
     }
 
 

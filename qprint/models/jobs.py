@@ -107,6 +107,12 @@ class PrintJob(models.Model):
                 "created_at",
                 name="qprint_job_next_idx",
             ),
+            # The unconfirmed sweep (CloudPRNT): RECEIVED jobs by when they were fetched.
+            models.Index(
+                fields=["received_at"],
+                condition=Q(status="RECEIVED"),
+                name="qprint_job_received_at_idx",
+            ),
             # Expiry sweep: unfinished jobs by expiry.
             models.Index(
                 fields=["expires_at"],
