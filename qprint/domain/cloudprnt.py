@@ -178,12 +178,13 @@ def poll(device: Device, report: protocol.Poll, *, node: str | None = None) -> P
             device.pk, {"refused_mac": report.mac, "refused_at": datetime.now(UTC).isoformat()}
         )
         raise MacRefused(
-            f"This device is bound to printer {refused.bound}; a poll came from {report.mac}."
+            message=f"This device is bound to printer {refused.bound}; "
+            f"a poll came from {report.mac}."
         ) from None
-    _keep_printer(device, polled, report)
+    described = _keep_printer(device, polled, report)
     state = polled.state
     if report.printing or not (state.claimed_job_id or state.job_queued):
-        return PollAnswer(ask=_ask(polled))
+        return PollAnswer(ask=not described)
     if not gate.is_open(state):
         return PollAnswer()
     try:
@@ -192,24 +193,21 @@ def poll(device: Device, report: protocol.Poll, *, node: str | None = None) -> P
         logger.info("cloudprnt_claim_refused device=%s code=%s", device, refused.code)
         return PollAnswer()
     if assignment is None:
-        return PollAnswer(ask=_ask(polled))
+        return PollAnswer(ask=not described)
     return PollAnswer(
         job_token=str(assignment.claim_id),
         media_types=offered(device.settings, assignment.content_type),
     )
 
 
-def _ask(polled: connection.Polled) -> bool:
-    """Ask the printer about itself until its printer row knows its model."""
-    return not (polled.printer_capabilities or {}).get("model")
-
-
-def _keep_printer(device: Device, polled: connection.Polled, report: protocol.Poll) -> None:
+def _keep_printer(device: Device, polled: connection.Polled, report: protocol.Poll) -> bool:
     """Write the printer's row when its state or what it says of itself changed (announcing a
-    new state as ``device.printer_state``); a poll that changes nothing writes nothing."""
+    new state as ``device.printer_state``); a poll that changes nothing writes nothing. True when
+    the printer has described itself (its model is known): else the answer asks it to."""
     stored = polled.printer_capabilities
     status = report.status
     about = report.about_itself()
+    known = bool((stored or {}).get("model") or about.get("model"))
     state_changed = (
         stored is None
         or polled.printer_status != status.state
@@ -219,7 +217,7 @@ def _keep_printer(device: Device, polled: connection.Polled, report: protocol.Po
     described = stored is None or any(stored.get(k) != v for k, v in about.items())
     formats = list(accepted_formats(device.settings))
     if not (state_changed or described or (stored or {}).get("document_formats") != formats):
-        return
+        return known
     capabilities = {
         **(stored or {}),
         **about,
@@ -248,6 +246,7 @@ def _keep_printer(device: Device, polled: connection.Polled, report: protocol.Po
             status.code,
             ",".join(status.reasons),
         )
+    return known
 
 
 # --- the job ----------------------------------------------------------------------------------
@@ -283,7 +282,9 @@ def _held_job(device: Device, token: str | None, statuses: tuple[str, ...] | Non
 def check_mac(device: Device, mac: str) -> None:
     """A job request names the printer the device is bound to (403 otherwise)."""
     if device.printer_mac and mac != device.printer_mac:
-        raise MacRefused(f"This device is bound to printer {device.printer_mac}, not {mac}.")
+        raise MacRefused(
+            message=f"This device is bound to printer {device.printer_mac}, not {mac}."
+        )
 
 
 def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetched:
@@ -295,7 +296,8 @@ def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetch
     media_type = (media_type or (types[0] if types else "")).strip().lower()
     if media_type not in types:
         raise MediaRefused(
-            f"The job is offered as {', '.join(types) or 'nothing'}, not {media_type or '?'}."
+            message=f"The job is offered as {', '.join(types) or 'nothing'}, "
+            f"not {media_type or '?'}."
         )
     content = documents.open_document(job)
     base = job.content_type.split(";", 1)[0].strip().lower()
