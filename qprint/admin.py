@@ -29,8 +29,9 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext, ngettext_lazy
 
-from qprint import api, documents, serializers
+from qprint import api, serializers
 from qprint.conf import qprint_settings
+from qprint.documents import storage
 from qprint.domain import gate, overview, reconcile
 from qprint.domain import jobs as job_rules
 from qprint.domain.states import JobStatus
@@ -676,7 +677,7 @@ class PrintJobAdmin(admin.ModelAdmin):
         if job is None:
             raise Http404("No such job.")
         try:
-            content = documents.open_document(job)
+            content = storage.open_document(job)
         except NotFound as exc:
             raise Http404(exc.message) from None
         response = HttpResponse(content, content_type=job.content_type)

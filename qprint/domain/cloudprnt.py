@@ -27,7 +27,9 @@ printer takes as they are; a PDF, PNG or JPEG job is also offered as ``image/png
 from __future__ import annotations
 
 import logging
+import struct
 import uuid
+import zlib
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,9 +38,10 @@ from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from qprint import cluster, documents
+from qprint import cluster
 from qprint.cloudprnt import protocol
 from qprint.conf import qprint_settings
+from qprint.documents import render, storage
 from qprint.domain import claim, connection, devices, events, gate
 from qprint.domain.states import JobStatus
 from qprint.errors import EventRejected, Invalid, NotFound, QPrintError
@@ -50,8 +53,8 @@ logger = logging.getLogger("qprint.cloudprnt")
 #: The device's one printer, as its printer list shows it.
 PRINTER_NAME = "cloudprnt"
 RENDERED = "image/png"
-#: Jobs the renderer turns into ``image/png`` for a printer that takes it.
-RENDERABLE = ("application/pdf", "image/png", "image/jpeg")
+#: Jobs the renderer turns into ``image/png`` for a printer that takes it (listed in this order).
+RENDERABLE = tuple(sorted(render.RENDERABLE))
 DEFAULT_MEDIA_TYPES = (
     "image/png",
     "image/jpeg",
@@ -299,7 +302,7 @@ def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetch
             message=f"The job is offered as {', '.join(types) or 'nothing'}, "
             f"not {media_type or '?'}."
         )
-    content = documents.open_document(job)
+    content = storage.open_document(job)
     base = job.content_type.split(";", 1)[0].strip().lower()
     if media_type != base:
         content = _render(content, base, dots(device.settings))
@@ -315,8 +318,6 @@ def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetch
 
 def _render(content: bytes, content_type: str, width: int) -> bytes:
     """``image/png`` of the document at ``width`` dots, one-bit (pages stacked, a receipt)."""
-    from qprint.documents import render  # the document renderer (docs/DOCUMENTS.md)
-
     count = min(render.page_count(content, content_type), MAX_RENDERED_PAGES)
     pages = [
         render.render_page(content, content_type, page=n, width=width, mode="mono")
@@ -326,21 +327,77 @@ def _render(content: bytes, content_type: str, width: int) -> bytes:
 
 
 def _stacked(pages: list[bytes]) -> bytes:
-    """PNG pages of one width, one under the other (a receipt has no page breaks)."""
-    import io
+    """One-bit PNG pages of one width, one under the other (a receipt has no page breaks).
 
-    from PIL import Image
+    Done on the PNG data itself (the renderer's pages are 1-bit greyscale, not interlaced), so no
+    image library runs in the node's own process: each page's rows are unfiltered and the whole is
+    written again with filter 0."""
+    rows: list[bytes] = []
+    width = 0
+    for page in pages:
+        page_width, page_rows = _png_rows(page)
+        if width and page_width != width:
+            raise ValueError("pages of different widths")
+        width = page_width
+        rows.extend(page_rows)
+    raw = b"".join(b"\x00" + row for row in rows)
+    header = struct.pack(">IIBBBBB", width, len(rows), 1, 0, 0, 0, 0)
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + _chunk(b"IHDR", header)
+        + _chunk(b"IDAT", zlib.compress(raw, 9))
+        + _chunk(b"IEND", b"")
+    )
 
-    images = [Image.open(io.BytesIO(page)) for page in pages]
-    width = max(image.width for image in images)
-    sheet = Image.new("1", (width, sum(image.height for image in images)), 1)
-    top = 0
-    for image in images:
-        sheet.paste(image.convert("1"), (0, top))
-        top += image.height
-    out = io.BytesIO()
-    sheet.save(out, format="PNG", optimize=True)
-    return out.getvalue()
+
+def _chunk(kind: bytes, data: bytes) -> bytes:
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+
+def _png_rows(png: bytes) -> tuple[int, list[bytes]]:
+    """The width and the unfiltered rows of a 1-bit greyscale PNG."""
+    if png[:8] != b"\x89PNG\r\n\x1a\n":
+        raise ValueError("not a PNG")
+    at, data, width, height = 8, b"", 0, 0
+    while at < len(png):
+        (length,) = struct.unpack(">I", png[at : at + 4])
+        kind, body = png[at + 4 : at + 8], png[at + 8 : at + 8 + length]
+        if kind == b"IHDR":
+            width, height, depth, color, _, _, interlace = struct.unpack(">IIBBBBB", body)
+            if (depth, color, interlace) != (1, 0, 0):
+                raise ValueError("not a 1-bit greyscale PNG")
+        elif kind == b"IDAT":
+            data += body
+        at += 12 + length
+    raw = zlib.decompress(data)
+    stride = (width + 7) // 8
+    rows, previous = [], bytes(stride)
+    for n in range(height):
+        line = raw[n * (stride + 1) : (n + 1) * (stride + 1)]
+        row = _unfilter(line[0], bytearray(line[1:]), previous)
+        rows.append(row)
+        previous = row
+    return width, rows
+
+
+def _unfilter(kind: int, row: bytearray, up: bytes) -> bytes:
+    """PNG filter types 0-4 undone, for one byte per pixel unit (bit depth 1)."""
+    for i in range(len(row)):
+        left = row[i - 1] if i else 0
+        above = up[i]
+        corner = up[i - 1] if i else 0
+        if kind == 1:
+            row[i] = (row[i] + left) & 0xFF
+        elif kind == 2:
+            row[i] = (row[i] + above) & 0xFF
+        elif kind == 3:
+            row[i] = (row[i] + ((left + above) >> 1)) & 0xFF
+        elif kind == 4:
+            p = left + above - corner
+            pa, pb, pc = abs(p - left), abs(p - above), abs(p - corner)
+            pred = left if pa <= pb and pa <= pc else above if pb <= pc else corner
+            row[i] = (row[i] + pred) & 0xFF
+    return bytes(row)
 
 
 def _record(

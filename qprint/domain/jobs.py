@@ -27,8 +27,8 @@ from django.db.models import (
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
-from qprint import documents
 from qprint.conf import DEFAULTS, qprint_settings
+from qprint.documents import storage
 from qprint.domain import cloudprnt, commands, events, formats, inputs
 from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
@@ -156,7 +156,7 @@ def submit_job(
     title = inputs.text("title", title, 255)
     if idempotency_key is not None:
         idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
-    sha256 = documents.digest(content)
+    sha256 = storage.digest(content)
     fingerprint = events.fingerprint_of(
         {
             "device": device_name,
@@ -194,8 +194,8 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
-        if connection.vendor == "postgresql" and type(documents.backend()) is (
-            documents.DatabaseDocuments
+        if connection.vendor == "postgresql" and type(storage.backend()) is (
+            storage.DatabaseDocuments
         ):
             job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
         else:
@@ -342,7 +342,7 @@ def _create_job(
     job.save(force_insert=True)
     ttl = fields["ttl"]
     job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
-    documents.save_document(job, content)
+    storage.save_document(job, content)
     return job
 
 
@@ -509,7 +509,7 @@ def reprint_job(
         original = _locked_job(job, tenant)
         if not force and PrintJob.objects.filter(reprint_of=original).exists():
             raise Conflict("already_reprinted", "This job was already reprinted.")
-        content = documents.open_document(original)
+        content = storage.open_document(original)
         device = Device.objects.get(pk=original.device_id)
         reprint = _create_job(
             device,

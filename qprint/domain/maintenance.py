@@ -21,8 +21,9 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint import cluster, documents
+from qprint import cluster
 from qprint.conf import qprint_settings
+from qprint.documents import storage
 from qprint.domain import cloudprnt, commands, events, throttle
 from qprint.domain.states import EXPIRABLE, FINAL, JobStatus
 from qprint.models import PrintJob
@@ -86,7 +87,7 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
         if not old:
             break
         with transaction.atomic():
-            documents.delete_documents(old)
+            storage.delete_documents(old)
             _count, per_model = PrintJob.objects.filter(
                 pk__in=old, status__in=FINAL, finished_at__lt=cutoff
             ).delete()

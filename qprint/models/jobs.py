@@ -152,7 +152,8 @@ class PrintJob(models.Model):
 
 
 class PrintDocument(models.Model):
-    """The job's bytes, in the database so every node can serve them (see ``qprint.documents``)."""
+    """The job's bytes, in the database so every node can serve them (see
+    ``qprint.documents.storage``)."""
 
     job = models.OneToOneField(
         PrintJob,
