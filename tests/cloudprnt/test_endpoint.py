@@ -440,3 +440,60 @@ def test_a_token_is_a_uuid_or_404(printer):
     printer.poll()
     assert printer.fetch("not-a-uuid", "application/vnd.star.starprnt").status == 404
     assert printer.fetch(str(uuid.uuid4()), "application/vnd.star.starprnt").status == 404
+
+
+# --- rendered for the printer -------------------------------------------------------------------
+
+
+@pytest.fixture
+def stop_render_workers():
+    from qprint.documents import render
+
+    yield
+    render.workers.close()
+
+
+def test_a_pdf_is_fetched_as_one_bit_png_at_the_device_dots_pages_stacked(
+    printer, made, stop_render_workers
+):
+    import io
+
+    from PIL import Image
+
+    from tests.documents import pdfs
+
+    device, _ = made
+    api.update_settings(device, {"dots": 384})
+    receipt = pdfs.pdf(
+        [pdfs.Page(80, 100, [(10, 10, 20, 20)]), pdfs.Page(80, 50, [(10, 10, 60, 30)])]
+    )
+    job = submit(receipt, "application/pdf")
+    answer = printer.poll()
+    assert answer["mediaTypes"] == ["image/png"]
+    reply = printer.fetch(answer["jobToken"], "image/png")
+    assert reply.status == 200, reply.body[:300]
+    assert reply.headers["Content-Type"] == "image/png"
+    image = Image.open(io.BytesIO(reply.body))
+    assert image.mode == "1"
+    assert image.width == 384
+    assert image.height == pytest.approx(384 * 150 / 80, abs=3)  # both pages, one under the other
+    # The second page's wide box is in the lower part of the image.
+    lower = image.crop((0, int(384 * 100 / 80), 384, image.height)).convert("L")
+    assert lower.getextrema()[0] == 0
+    assert job_of(job).status == "RECEIVED"
+    assert printer.fetch(answer["jobToken"], "image/png").body == reply.body
+
+
+def test_a_jpeg_is_offered_as_it_is_and_as_png(printer, stop_render_workers):
+    import io
+
+    from PIL import Image
+
+    picture = io.BytesIO()
+    Image.new("RGB", (1000, 200), "white").save(picture, "JPEG")
+    submit(picture.getvalue(), "image/jpeg")
+    printer.supports = ("image/png",)
+    answer = printer.poll()
+    assert answer["mediaTypes"] == ["image/jpeg", "image/png"]
+    reply = printer.fetch(answer["jobToken"], printer.choose(answer["mediaTypes"]))
+    assert Image.open(io.BytesIO(reply.body)).width == 576
