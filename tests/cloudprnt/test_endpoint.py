@@ -497,3 +497,48 @@ def test_a_jpeg_is_offered_as_it_is_and_as_png(printer, stop_render_workers):
     assert answer["mediaTypes"] == ["image/jpeg", "image/png"]
     reply = printer.fetch(answer["jobToken"], printer.choose(answer["mediaTypes"]))
     assert Image.open(io.BytesIO(reply.body)).width == 576
+
+
+def test_one_wrong_token_from_many_addresses_is_throttled_by_its_prefix(client, url, printer):
+    wrong = base64.b64encode(f"counter:{printer.token[:10]}-guess".encode()).decode()
+    statuses = []
+    with override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 5}):
+        for n in range(8):
+            response = client.post(
+                url,
+                b"{}",
+                content_type="application/json",
+                HTTP_AUTHORIZATION=f"Basic {wrong}",
+                REMOTE_ADDR=f"192.0.2.{n + 1}",
+            )
+            statuses.append(response.status_code)
+    assert statuses[:5] == [401] * 5
+    assert set(statuses[5:]) == {429}
+    assert not Device.objects.get(name="counter").printer_mac
+
+
+def test_the_admin_makes_a_cloudprnt_device_and_lists_its_kind_and_printer(admin_client, printer):
+    answer = admin_client.post(
+        reverse("admin:qprint_device_add"),
+        {"tenant": "acme", "name": "bar", "kind": "cloudprnt", "description": ""},
+    )
+    assert answer.status_code == 200
+    token = answer.context["secrets"][0][1]
+    assert Device.objects.get(name="bar").kind == "cloudprnt"
+    from qprint.domain import credentials
+
+    assert credentials.device_for_token(token, kind="cloudprnt").name == "bar"
+    printer.status_code = "410 Out of paper"
+    printer.poll()
+    listing = admin_client.get(reverse("admin:qprint_device_changelist"))
+    assert b"CloudPRNT printer" in listing.content
+    assert b"stopped" in listing.content
+    device = Device.objects.get(name="counter")
+    page = admin_client.get(reverse("admin:qprint_device_change", args=[device.pk]))
+    assert printer.mac.encode() in page.content
+    assert b"media-empty" in page.content
+    forgot = admin_client.post(
+        reverse("admin:qprint_device_act", args=[device.pk, "forget_printers"])
+    )
+    assert forgot.status_code == 302
+    assert Device.objects.get(pk=device.pk).printer_mac == ""
