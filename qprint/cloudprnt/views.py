@@ -23,11 +23,12 @@ import time
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import executor, metrics
+from qprint import metrics
 from qprint.cloudprnt import protocol
-from qprint.conf import qprint_settings
+from qprint.core import executor
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Disabled
 from qprint.domain import cloudprnt, credentials
-from qprint.errors import Disabled
 from qprint.models import Device, DeviceKind
 from qprint.views.http import (
     RequestError,

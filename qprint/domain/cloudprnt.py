@@ -3,7 +3,7 @@
 every device:
 
 - :func:`poll` - the poll is the printer's connection (:func:`qprint.domain.connection.poll`:
-  one statement when nothing is to do); with the claim gate open (:mod:`qprint.domain.gate`,
+  one statement when nothing is to do); with the claim gate open (:mod:`qprint.core.gate`,
   judged from the row the poll returned) and a job held or claimable, the job is claimed by THE
   claim (:func:`qprint.domain.claim.claim_next_job`), replayed at every poll until it leaves
   CLAIMED. The printer's state (``statusCode``) and what it reports of itself are kept as its
@@ -38,13 +38,13 @@ from django.db import transaction
 from django.db.models import Q
 from django.db.models.functions import Now
 
-from qprint import cluster
 from qprint.cloudprnt import protocol
-from qprint.conf import qprint_settings
+from qprint.core import cluster, gate
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import EventRejected, Invalid, NotFound, QPrintError
+from qprint.core.states import JobStatus
 from qprint.documents import render, storage
-from qprint.domain import claim, connection, devices, events, gate
-from qprint.domain.states import JobStatus
-from qprint.errors import EventRejected, Invalid, NotFound, QPrintError
+from qprint.domain import claim, connection, devices, events
 from qprint.models import Device, DeviceKind, PrintJob
 from qprint.webhooks import outbox
 

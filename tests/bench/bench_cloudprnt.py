@@ -32,7 +32,7 @@ from tests.bench.common import latency_figures
 from tests.bench.conftest import size
 from tests.bench.machine import process_cpu_seconds
 from tests.processes import RedisServer
-from tests.realtime.cluster import Node, database_url_of, node_env
+from tests.qprint.realtime.cluster import Node, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

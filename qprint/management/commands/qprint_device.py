@@ -7,7 +7,7 @@ it is shown once (only its hash is stored).
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
-from qprint.errors import QPrintError
+from qprint.core.errors import QPrintError
 
 
 class Command(BaseCommand):
@@ -75,7 +75,7 @@ class Command(BaseCommand):
         """What to type into the printer's CloudPRNT settings (its web page or Star's app)."""
         from django.urls import reverse
 
-        from qprint.conf import qprint_settings
+        from qprint.core.conf import qprint_settings
 
         url = server.rstrip("/") + reverse("qprint:cloudprnt")
         self.stdout.write("Type into the printer's CloudPRNT settings:")
