@@ -284,7 +284,7 @@ class Polled:
 
 
 def _poll_columns() -> str:
-    t = sql.tables()
+    t = raw.tables()
     d, p = t["device"], t["printer"]
     return f"""{_state_columns()},
         (SELECT p.status FROM {p} p WHERE p.device_id = {d}.id
@@ -313,7 +313,7 @@ def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
     revisions are the current ones), the MAC bound when none is, and ``device.connected``
     announced. A poll from another MAC than the bound one changes nothing: :class:`MacRefused`.
     """
-    t = sql.tables()
+    t = raw.tables()
     d = t["device"]
     lease = lease_seconds(poll_seconds)
     with db.cursor() as cursor:
@@ -324,7 +324,7 @@ def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
                 control_applied_revision = control_revision,
                 settings_applied_revision = settings_revision,
                 connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
-            WHERE id = %s AND printer_mac = %s AND {sql.live_connection(d)}
+            WHERE id = %s AND printer_mac = %s AND {raw.live_connection(d)}
             RETURNING {_poll_columns()}
             """,
             [node, lease, device_id, mac],
@@ -359,7 +359,7 @@ def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
 def forget_printer(device_id: int) -> bool:
     """Unbind a CloudPRNT device's printer (a replaced printer): the next poll, from any MAC,
     binds again. The connection is forgotten with it. False when the device does not exist."""
-    t = sql.tables()
+    t = raw.tables()
     with db.cursor() as cursor:
         cursor.execute(
             f"""
