@@ -542,3 +542,18 @@ def test_the_admin_makes_a_cloudprnt_device_and_lists_its_kind_and_printer(admin
     )
     assert forgot.status_code == 302
     assert Device.objects.get(pk=device.pk).printer_mac == ""
+
+
+def test_metrics_count_printers_by_state_and_requests_by_answer(printer):
+    from qprint import metrics
+
+    printer.status_code = "410 Out of paper"
+    printer.poll()
+    StarPrinter(printer.send, printer.name, "wrong").poll_raw()
+    text = metrics.render()
+    assert 'qprint_cloudprnt_printers{code="410",state="stopped"} 1.0' in text
+    from prometheus_client import generate_latest
+
+    exposed = generate_latest(metrics.PROCESS).decode()
+    assert 'qprint_cloudprnt_requests_total{answer="none",request="poll",status="200"}' in exposed
+    assert 'answer="unauthorized",request="poll",status="401"' in exposed
