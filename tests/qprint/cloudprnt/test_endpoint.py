@@ -557,3 +557,18 @@ def test_metrics_count_printers_by_state_and_requests_by_answer(printer):
     exposed = generate_latest(metrics.PROCESS).decode()
     assert 'qprint_cloudprnt_requests_total{answer="none",request="poll",status="200"}' in exposed
     assert 'answer="unauthorized",request="poll",status="401"' in exposed
+
+
+def test_another_printer_gets_the_answer_for_a_job_that_does_not_exist(client, url, printer):
+    job = submit()
+    token = printer.poll()["jobToken"]
+    _, other_token = api.create_device("other", "bar", kind="cloudprnt")
+    other = StarPrinter(over_test_client(client, url), "bar", other_token, mac="00:11:62:99:99:99")
+    other.poll()
+    fetched = other.fetch(token, "application/vnd.star.starprnt")
+    confirmed = other.confirm(token, "410 Out of paper")
+    absent = other.fetch(str(uuid.uuid4()), "application/vnd.star.starprnt")
+    assert (fetched.status, fetched.json()) == (absent.status, absent.json())
+    assert confirmed.status == 404
+    assert job_of(job).status == "CLAIMED"
+    assert printer.fetch(token, "application/vnd.star.starprnt").status == 200
