@@ -28,9 +28,9 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from qprint.conf import qprint_settings
-from qprint.domain import inputs
-from qprint.errors import Invalid
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid
 
 logger = logging.getLogger("qprint.webhooks")
 
@@ -180,7 +180,7 @@ def resolve_checked(destination: Destination) -> str:
 
 
 def check_url(url: str) -> str:
-    """Refuse (:class:`~qprint.errors.Invalid`, 422) a URL that may not be an endpoint now."""
+    """Refuse (:class:`~qprint.core.errors.Invalid`, 422) a URL that may not be an endpoint now."""
     url = inputs.required_text("url", url, 2000).strip()
     try:
         resolve_checked(parse(url))

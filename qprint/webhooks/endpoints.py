@@ -17,9 +17,9 @@ from typing import Any
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint.conf import qprint_settings
-from qprint.domain import inputs
-from qprint.errors import Invalid, NotFound, RateLimited
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid, NotFound, RateLimited
 from qprint.models import WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import EVENT_TYPES, TEST_EVENT, destinations, outbox, signing
 
