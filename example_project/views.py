@@ -8,14 +8,14 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.process_collector import ProcessCollector
 
 import qcluster.metrics
-import qprint.metrics
+import qprint.metrics.collectors
 
 #: This process's exposition: the cluster and the print figures read from the database, this
 #: process's own instruments, and its resource use (``process_*``).
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(qcluster.metrics.ClusterCollector())
-REGISTRY.register(qprint.metrics.DatabaseCollector())
-REGISTRY.register(qprint.metrics.ProcessCollector())
+REGISTRY.register(qprint.metrics.collectors.DatabaseCollector())
+REGISTRY.register(qprint.metrics.collectors.ProcessCollector())
 ProcessCollector(registry=REGISTRY)
 
 

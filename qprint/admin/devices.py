@@ -27,7 +27,6 @@ from qprint.admin.common import (
     show_secrets_once,
 )
 from qprint.core import gate
-from qprint.core.states import JobStatus
 from qprint.models import (
     Device,
     DevicePrinter,
@@ -171,7 +170,7 @@ class DeviceAdmin(admin.ModelAdmin):
             "gate_open": refusal is None,
             "gate_code": refusal.code if refusal else "open",
             "gate_message": refusal.message if refusal else _("The device may claim now."),
-            "claimed": jobs.filter(status=JobStatus.CLAIMED).first(),
+            "claimed": jobs.held().first(),
             "queue": list(jobs.claimable()[: self.console_rows]),
             "queue_depth": device.queue_depth,
             "printers": [

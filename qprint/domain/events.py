@@ -19,7 +19,12 @@ CTEs. A replay is the lock and one read of the recorded event. On SQLite the INS
 savepoint and the UPDATE after it.
 
 Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
-``source = SERVER`` through :func:`record_server_event`.
+``source = SERVER`` through :func:`record_server_event`, or, where the claim and the submission
+make their change in one statement, through the ``INSERT`` this module writes for them
+(:func:`server_event_insert`).
+
+This module is the one writer of ``qprint_job_event`` (``tests/qprint/test_owners.py`` fails when
+another module writes it).
 """
 
 import hashlib
@@ -399,8 +404,40 @@ def record_server_event(
     )
 
 
+def server_event_insert(
+    rows: str, job_id, type: str, *, detail: dict[str, Any], message: str = "", named: bool
+) -> tuple[str, Any]:
+    """The server event of ``job_id`` as an ``INSERT ... SELECT ... FROM rows``, for a statement
+    of data-modifying CTEs that writes the job in the same round trip: one event per row of the CTE
+    ``rows`` (none when the CTE changed nothing). Returns the SQL and its parameters, named
+    (``%(server_event_*)s``, a dict to merge) or positional (``%s``, a list in order)."""
+    values = {
+        "event_id": uuid.uuid4(),
+        "job_id": job_id,
+        "source": EventSource.SERVER.value,
+        "type": str(type),
+        "message": message,
+        "detail": json.dumps(detail),
+        "fingerprint": (
+            server_event_fingerprint(job_id, type, message, detail) if job_id is not None else ""
+        ),
+    }
+    if named:
+        p = {name: f"%(server_event_{name})s" for name in values}
+        params: Any = {f"server_event_{name}": value for name, value in values.items()}
+    else:
+        p = dict.fromkeys(values, "%s")
+        params = list(values.values())
+    statement = f"""INSERT INTO qprint_job_event
+            (event_id, job_id, device_id, source, type, message, detail, fingerprint)
+        SELECT {p["event_id"]}::uuid, {p["job_id"]}::uuid, NULL, {p["source"]}, {p["type"]},
+               {p["message"]}, {p["detail"]}::jsonb, {p["fingerprint"]}
+        FROM {rows}"""
+    return statement, params
+
+
 def server_event_fingerprint(job_id, type: str, message: str, detail: dict[str, Any]) -> str:
-    """The fingerprint of a server event (also written by the claim's one-statement form)."""
+    """The fingerprint of a server event (both ways of writing one)."""
     return fingerprint_of(
         {"job_id": str(job_id), "type": type, "message": message, "detail": detail}
     )

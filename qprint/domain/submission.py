@@ -7,7 +7,6 @@ request it is refused (``idempotency_conflict``). Refusals raise :mod:`qprint.co
 exceptions with the error codes of docs/API.md.
 """
 
-import json
 import logging
 import uuid
 from datetime import timedelta
@@ -36,7 +35,7 @@ from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.domain import events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
-from qprint.models import Device, EventSource, PrintJob
+from qprint.models import Device, PrintJob
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -125,9 +124,7 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
-        if connection.vendor == "postgresql" and type(documents.backend()) is (
-            documents.DatabaseDocuments
-        ):
+        if connection.vendor == "postgresql" and documents.in_database():
             job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
         else:
             job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
@@ -222,28 +219,21 @@ def _insert_job_in_one_statement(
         PrintJob._meta.get_field("expires_at"),
     ]
     [(insert_job, params)] = compiler.as_sql()
-    detail = {"submitted_by": fields["submitted_by"]}
+    document, document_params = documents.document_insert("job", job.pk, content)
+    queued, queued_params = events.server_event_insert(
+        "job",
+        job.pk,
+        JobStatus.QUEUED,
+        detail={"submitted_by": fields["submitted_by"]},
+        named=False,
+    )
     statement = f"""
         WITH job AS ({insert_job}),
-        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %s FROM job),
-        queued AS (
-            INSERT INTO qprint_job_event
-                (event_id, job_id, device_id, source, type, message, detail, fingerprint)
-            SELECT %s, %s, NULL, %s, %s, '', %s::jsonb, %s FROM job
-        )
+        document AS ({document}),
+        queued AS ({queued})
         SELECT created_at, expires_at FROM job
     """
-    params = [
-        *params,
-        job.pk,
-        content,
-        uuid.uuid4(),
-        job.pk,
-        EventSource.SERVER.value,
-        JobStatus.QUEUED.value,
-        json.dumps(detail),
-        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
-    ]
+    params = [*params, *document_params, *queued_params]
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         row = cursor.fetchone()

@@ -41,9 +41,9 @@ from django.db.models import Case, Count, Exists, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from qprint.domain import devices
 from qprint.models import DeliveryStatus, Device, PrintJob, WebhookDelivery, WebhookEndpoint
 from qprint.models.serializers import device_object, job_object, timestamp
+from qprint.models.summaries import DeviceSummary
 from qprint.webhooks import TEST_EVENT, job_event_type, notify
 
 logger = logging.getLogger("qprint.webhooks")
@@ -108,8 +108,9 @@ def announce_job(job_id: uuid.UUID, tenant: str, status: str, *, subscribed: boo
 
 
 def _device_data(device_id: int) -> dict[str, Any]:
-    device = Device.objects.only("tenant", "name").get(pk=device_id)
-    return {"device": device_object(devices.device_summary(device.tenant, device.name))}
+    return {
+        "device": device_object(DeviceSummary.of(Device.objects.for_summary().get(pk=device_id)))
+    }
 
 
 @contextlib.contextmanager

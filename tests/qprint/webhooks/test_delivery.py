@@ -236,14 +236,14 @@ def test_during_a_rotation_both_secrets_sign(endpoint, receiver, start_sender):
 
 
 def test_metrics_show_the_outbox_and_the_senders_attempts(endpoint, receiver, start_sender):
-    from qprint import metrics
+    from qprint.metrics import collectors
     from qprint.webhooks import sender
     from tests.exposition import value
 
     before = sender.figures.attempts["delivered"]
     endpoints.send_test(endpoint)
     endpoints.send_test(endpoint)
-    text = metrics.render()
+    text = collectors.render()
     assert value(text, "qprint_webhook_deliveries", status="PENDING") == 2
     assert value(text, "qprint_webhook_oldest_undelivered_seconds") >= 0
     latency_before = value(text, "qprint_webhook_delivery_latency_seconds_count")
@@ -253,7 +253,7 @@ def test_metrics_show_the_outbox_and_the_senders_attempts(endpoint, receiver, st
         20,
         message="both delivered",
     )
-    text = metrics.render()
+    text = collectors.render()
     assert value(text, "qprint_webhook_deliveries", status="DELIVERED") == 2
     assert value(text, "qprint_webhook_oldest_undelivered_seconds") == 0
     assert sender.figures.attempts["delivered"] == before + 2
