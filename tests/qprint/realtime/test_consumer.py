@@ -153,7 +153,7 @@ async def test_state_marks_connection_ready_with_applied_revisions(device_and_to
 
 
 async def wait_ready(device_id: int) -> None:
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     await adb(lambda: wait_until(lambda: row(device_id).connection_ready, 5, message="ready"))
 
@@ -162,7 +162,7 @@ async def wait_idle(s, device_id: int) -> None:
     """Wait until the socket has handled everything sent so far: it handles one message at a
     time, so once the rows of a ``printers`` frame sent last exist, the frames before it (and
     the statements they led to) are done."""
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     await s.send({"type": "printers", "printers": [{"name": "idle-marker"}]})
     await adb(
@@ -485,7 +485,7 @@ async def test_silent_device_is_closed_4408_and_row_cleared(
     s = sockets(token)
     await s.hello_and_ready()
     assert await s.receive_close(timeout=5) == 4408
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     await adb(
         lambda: wait_until(lambda: row(device.pk).connection_id is None, 5, message="cleared")

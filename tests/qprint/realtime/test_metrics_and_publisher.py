@@ -40,7 +40,7 @@ def test_full_queue_drops_and_counts_without_blocking(monkeypatch):
 
 
 def test_layer_error_drops_and_counts(monkeypatch, caplog):
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     monkeypatch.setattr(publisher, "get_channel_layer", lambda: FailingLayer())
     pub = ChannelLayerPublisher(GroupPublisher(queue_size=10, layer=FailingLayer))

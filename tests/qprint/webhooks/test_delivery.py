@@ -16,8 +16,8 @@ from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, PrintJob, WebhookDelivery
 from qprint.models.serializers import device_object, job_object
 from qprint.webhooks import endpoints, outbox
-from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
