@@ -25,6 +25,7 @@ from django.db.models.functions import Now
 from qprint import documents
 from qprint.core import inputs
 from qprint.core.conf import DEFAULTS, qprint_settings
+from qprint.core.device_events import fingerprint_of
 from qprint.core.errors import (
     Conflict,
     DocumentTooLarge,
@@ -88,7 +89,7 @@ def submit_job(
     if idempotency_key is not None:
         idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
     sha256 = documents.digest(content)
-    fingerprint = events.fingerprint_of(
+    fingerprint = fingerprint_of(
         {
             "device": device_name,
             "printer": printer,
