@@ -21,6 +21,8 @@ from qprint.core.cluster import AppSettings, Setting, at_least, positive_int, po
 
 #: Deeper than this, Python's own JSON parser and encoder would run out of stack.
 MAX_JSON_DEPTH_CEILING = 200
+#: Below this a render worker cannot even load PDFium (``qprint.E021``).
+MIN_RENDER_MEMORY_BYTES = 64 * 1024 * 1024
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 _LIMITS_HINT = 'See docs/SECURITY.md, "Limits".'
 
@@ -92,6 +94,19 @@ def _importable(app: AppSettings, value: Any) -> list[checks.CheckMessage]:
             )
         ]
     return []
+
+
+def _render_memory_floor(app: AppSettings, value: Any) -> list[checks.CheckMessage]:
+    if value >= MIN_RENDER_MEMORY_BYTES:
+        return []
+    return [
+        checks.Error(
+            f"{app.label('RENDER_MEMORY_BYTES')} is {value}; a render worker needs at least "
+            f"{MIN_RENDER_MEMORY_BYTES} (64 MiB) to load PDFium.",
+            hint="The default is 512 MiB; see docs/DOCUMENTS.md.",
+            id="qprint.E021",
+        )
+    ]
 
 
 def _strings(value: Any) -> bool:
@@ -166,10 +181,10 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "DOCUMENT_BACKEND",
-        "qprint.documents.DatabaseDocuments",
+        "qprint.documents.storage.DatabaseDocuments",
         (
-            "Where documents live (dotted path): qprint.documents.DatabaseDocuments"
-            " or StorageDocuments."
+            "Where documents live (dotted path): qprint.documents.storage.DatabaseDocuments "
+            "or qprint.documents.storage.StorageDocuments."
         ),
         more=_importable,
     ),
@@ -302,6 +317,10 @@ SETTINGS: tuple[Setting, ...] = (
             "application/x-epl",
             "application/vnd.escpos",  # ESC/POS receipt printers
             "application/x-escpos",
+            # Star receipt printers' own languages (CloudPRNT devices take them as they are)
+            "application/vnd.star.starprnt",
+            "application/vnd.star.line",
+            "application/vnd.star.starprntcore",
         ),
         (
             "Content types a submission may have (415 otherwise); parameters are "
@@ -316,6 +335,59 @@ SETTINGS: tuple[Setting, ...] = (
         "STUCK_JOB_SECONDS",
         3600,
         ('The admin\'s "stuck" job filter: RECEIVED or SPOOLED for longer than this many seconds.'),
+    ),
+    _seconds(
+        "CLOUDPRNT_POLL_SECONDS",
+        5,
+        "CloudPRNT printers (docs/CLOUDPRNT.md): the poll interval to set on the printer, and "
+        "assumed until the printer reports its own; a printer is live while it polled within 3 "
+        "intervals.",
+    ),
+    _seconds(
+        "CLOUDPRNT_CONFIRM_SECONDS",
+        120,
+        "CloudPRNT: a job the printer fetched and did not confirm within this many seconds ends "
+        "OUTCOME_UNKNOWN (never offered again).",
+    ),
+    _count(
+        "CLOUDPRNT_MAX_POLL_BYTES",
+        16 * 1024,
+        "CloudPRNT: the largest poll body accepted (413 above).",
+    ),
+    _count(
+        "RENDER_WORKERS",
+        2,
+        'Documents (docs/DOCUMENTS.md, "Bounds"): render worker processes per node process.',
+    ),
+    _seconds(
+        "RENDER_TIMEOUT_SECONDS",
+        10,
+        "The seconds one document may take to render (then its worker is killed: 422 "
+        "render_too_slow).",
+    ),
+    Setting(
+        "RENDER_MEMORY_BYTES",
+        512 * 1024 * 1024,
+        "The address space of one render worker (more: 422 too_much_memory or render_failed).",
+        must="a positive integer",
+        valid=positive_int,
+        error="qprint.E003",
+        more=_render_memory_floor,
+    ),
+    _count(
+        "RENDER_MAX_PAGES",
+        1000,
+        "The pages a document may have to be rendered or checked (422 too_many_pages).",
+    ),
+    _count(
+        "RENDER_MAX_PIXELS",
+        25_000_000,
+        "The pixels of one drawn page or source image (422 too_many_pixels).",
+    ),
+    _count(
+        "RENDER_CACHE_BYTES",
+        32 * 1024 * 1024,
+        "The bytes of rendered pages each node process keeps (least recently used out).",
     ),
 )
 

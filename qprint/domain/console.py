@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
@@ -18,8 +18,9 @@ from qprint.models import Device, DevicePrinter, PrintJob
 
 
 def devices(queryset: QuerySet) -> QuerySet:
-    """``queryset`` of devices read as :func:`device_console` needs them: liveness and queue
-    depth, the lease left and the time since the device was last seen (database clock)."""
+    """``queryset`` of devices read as :func:`device_console` and the device list need them:
+    liveness and queue depth, the lease left and the time since the device was last seen
+    (database clock), and the default printer's status."""
     lease_left = ExpressionWrapper(
         F("connection_lease_expires_at") - Now(), output_field=DurationField()
     )
@@ -27,7 +28,15 @@ def devices(queryset: QuerySet) -> QuerySet:
     return (
         queryset.with_liveness()
         .with_queue_depth()
-        .annotate(lease_left=lease_left, seen_ago=seen_ago)
+        .annotate(
+            lease_left=lease_left,
+            seen_ago=seen_ago,
+            printer_status=Subquery(
+                DevicePrinter.objects.filter(device=OuterRef("pk"))
+                .order_by("-is_default", "name")
+                .values("status")[:1]
+            ),
+        )
     )
 
 

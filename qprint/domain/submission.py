@@ -22,7 +22,6 @@ from django.db.models import (
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
-from qprint import documents
 from qprint.core import inputs
 from qprint.core.conf import DEFAULTS, qprint_settings
 from qprint.core.device_events import fingerprint_of
@@ -34,7 +33,8 @@ from qprint.core.errors import (
 )
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
-from qprint.domain import events, formats, jobs
+from qprint.documents import storage
+from qprint.domain import cloudprnt, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob
 
@@ -88,7 +88,7 @@ def submit_job(
     title = inputs.text("title", title, 255)
     if idempotency_key is not None:
         idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
-    sha256 = documents.digest(content)
+    sha256 = storage.digest(content)
     fingerprint = fingerprint_of(
         {
             "device": device_name,
@@ -113,6 +113,7 @@ def submit_job(
         else None
     )
     formats.check_options(reported, content_type, options)
+    cloudprnt.check_submission(target, content_type, options)
 
     with transaction.atomic():
         fields = {
@@ -125,7 +126,7 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
-        if connection.vendor == "postgresql" and documents.in_database():
+        if connection.vendor == "postgresql" and storage.in_database():
             job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
         else:
             job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
@@ -220,7 +221,7 @@ def _insert_job_in_one_statement(
         PrintJob._meta.get_field("expires_at"),
     ]
     [(insert_job, params)] = compiler.as_sql()
-    document, document_params = documents.document_insert("job", job.pk, content)
+    document, document_params = storage.document_insert("job", job.pk, content)
     queued, queued_params = events.server_event_insert(
         "job",
         job.pk,
@@ -264,7 +265,7 @@ def _create_job(
     job.save(force_insert=True)
     ttl = fields["ttl"]
     job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
-    documents.save_document(job, content)
+    storage.save_document(job, content)
     return job
 
 
@@ -375,7 +376,7 @@ def reprint_job(
         original = jobs.locked_job(job, tenant)
         if not force and PrintJob.objects.filter(reprint_of=original).exists():
             raise Conflict("already_reprinted", "This job was already reprinted.")
-        content = documents.open_document(original)
+        content = storage.open_document(original)
         device = Device.objects.get(pk=original.device_id)
         reprint = _create_job(
             device,

@@ -207,7 +207,23 @@ class DatabaseCollector(Collector):
             "Age of the oldest webhook delivery not yet delivered (0: none).",
             value=figures.oldest_undelivered_seconds,
         )
-        return [connections, jobs, oldest, offline_family, deliveries, undelivered]
+        from qprint.models import DeviceKind, DevicePrinter
+
+        printers = GaugeMetricFamily(
+            "qprint_cloudprnt_printers",
+            "CloudPRNT printers by the state their last poll reported (idle, processing, "
+            "stopped) and its status code (410: out of paper, 420: cover open, ...).",
+            labels=["state", "code"],
+        )
+        states = (
+            DevicePrinter.objects.filter(device__kind=DeviceKind.CLOUDPRNT)
+            .values_list("status", "capabilities__status_code")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for state, code, count in sorted(states, key=lambda r: (r[0], str(r[1]))):
+            printers.add_metric([state or "", str(code or "")], count)
+        return [connections, jobs, oldest, offline_family, deliveries, undelivered, printers]
 
 
 def registry() -> CollectorRegistry:

@@ -83,7 +83,28 @@ RECONCILES = Counter(
     registry=PROCESS,
 )
 
+CLOUDPRNT_REQUESTS = Counter(
+    "qprint_cloudprnt_requests",
+    "CloudPRNT requests answered here, by request (poll, job, confirm) and HTTP status, and for a "
+    "poll whether a job was offered (answer: job, none, or the error code).",
+    ["request", "status", "answer"],
+    registry=PROCESS,
+)
+CLOUDPRNT_SECONDS = Histogram(
+    "qprint_cloudprnt_duration_seconds",
+    "Time spent answering a CloudPRNT request here (authentication included), by request.",
+    ["request"],
+    buckets=_HTTP_BUCKETS,
+    registry=PROCESS,
+)
+
 # -- instrumentation points -----------------------------------------------------------------
+
+
+def cloudprnt_answered(request: str, started: float, status: int, answer: str) -> None:
+    """A CloudPRNT request was answered (the transport calls it once per request)."""
+    CLOUDPRNT_REQUESTS.labels(request, str(status), answer).inc()
+    CLOUDPRNT_SECONDS.labels(request).observe(time.perf_counter() - started)
 
 
 def _answer_of(response: Any, answers: dict[int, str]) -> str:

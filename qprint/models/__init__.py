@@ -2,7 +2,7 @@
 
 from qprint.core.states import CommandStatus
 from qprint.models.commands import DeviceCommand
-from qprint.models.devices import Device, DevicePrinter
+from qprint.models.devices import Device, DeviceKind, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
 from qprint.models.throttle import AuthFailureCount
@@ -15,6 +15,7 @@ __all__ = [
     "DeliveryStatus",
     "Device",
     "DeviceCommand",
+    "DeviceKind",
     "DevicePrinter",
     "EventSource",
     "PrintDocument",

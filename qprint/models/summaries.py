@@ -20,6 +20,7 @@ class DeviceSummary:
 
     name: str
     description: str
+    kind: str
     enabled: bool
     online: bool
     ready: bool
@@ -39,6 +40,7 @@ class DeviceSummary:
         return cls(
             name=device.name,
             description=device.description,
+            kind=device.kind,
             enabled=device.enabled,
             online=online,
             ready=online and device.connection_ready,

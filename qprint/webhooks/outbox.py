@@ -41,10 +41,17 @@ from django.db.models import Case, Count, Exists, F, Min, Q, Value, When
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from qprint.models import DeliveryStatus, Device, PrintJob, WebhookDelivery, WebhookEndpoint
-from qprint.models.serializers import device_object, job_object, timestamp
+from qprint.models import (
+    DeliveryStatus,
+    Device,
+    DevicePrinter,
+    PrintJob,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from qprint.models.serializers import device_object, job_object, printer_object, timestamp
 from qprint.models.summaries import DeviceSummary
-from qprint.webhooks import TEST_EVENT, job_event_type, notify
+from qprint.webhooks import DEVICE_PRINTER_STATE, TEST_EVENT, job_event_type, notify
 
 logger = logging.getLogger("qprint.webhooks")
 
@@ -111,6 +118,18 @@ def _device_data(device_id: int) -> dict[str, Any]:
     return {
         "device": device_object(DeviceSummary.of(Device.objects.for_summary().get(pk=device_id)))
     }
+
+
+def announce_printer_state(device_id: int, tenant: str, printer: DevicePrinter) -> None:
+    """Inside the transaction that recorded a printer's new state: a ``device.printer_state``
+    delivery per endpoint of ``tenant`` that wants it, ``{"device": ..., "printer": ...}``."""
+    endpoints = _endpoints_wanting(Q(tenant=tenant), DEVICE_PRINTER_STATE)
+    if endpoints:
+        _insert(
+            endpoints,
+            DEVICE_PRINTER_STATE,
+            {**_device_data(device_id), "printer": printer_object(printer)},
+        )
 
 
 @contextlib.contextmanager

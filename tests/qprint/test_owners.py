@@ -6,7 +6,7 @@ instead of asking the models' predicate, fails here whatever runs it:
 
 - ``qprint_job_event`` is written by ``qprint/domain/events.py`` only (device events, server
   events, and the ``INSERT`` it writes for the claim's and the submission's one statement);
-- ``qprint_document`` is written by ``qprint/documents.py`` only;
+- ``qprint_document`` is written by ``qprint/documents/storage.py`` only;
 - the held job (CLAIMED) and the pending command (PENDING) are read through
   ``PrintJobQuerySet.held()`` / ``DeviceCommandQuerySet.pending()`` and their SQL copies in
   ``qprint/models/raw.py``.
@@ -27,7 +27,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "qprint"
 #: table -> (owner module, model class, the reverse accessor from a job)
 TABLES = {
     "qprint_job_event": ("qprint/domain/events.py", "PrintJobEvent", "events"),
-    "qprint_document": ("qprint/documents.py", "PrintDocument", "document"),
+    "qprint_document": ("qprint/documents/storage.py", "PrintDocument", "document"),
 }
 WRITE_METHODS = {
     "create",
