@@ -28,7 +28,7 @@ from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
 from qprint.conf import DEFAULTS, qprint_settings
-from qprint.documents import storage
+from qprint.documents import media, storage
 from qprint.domain import commands, events, formats, inputs
 from qprint.domain.prepared import Param, PreparedQuery
 from qprint.domain.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
@@ -181,6 +181,7 @@ def submit_job(
         else None
     )
     formats.check_options(reported, content_type, options)
+    fit = media.check_fit(reported, content, content_type, options)  # 422 media_mismatch
 
     with transaction.atomic():
         fields = {
@@ -193,12 +194,15 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
+        queued = (fit.message, {"submitted_by": submitted_by, **fit.detail})
         if connection.vendor == "postgresql" and type(storage.backend()) is (
             storage.DatabaseDocuments
         ):
-            job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
+            job = _insert_job_in_one_statement(
+                target, content, content_type, sha256, queued, **fields
+            )
         else:
-            job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
+            job = _insert_job_step_by_step(target, content, content_type, sha256, queued, **fields)
         if job is None:
             # A concurrent submission with this key committed first: answer with its job.
             existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
@@ -258,10 +262,15 @@ def _submission_target(
 
 
 def _insert_job_step_by_step(
-    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+    target: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    queued: tuple[str, dict[str, Any]],
+    **fields: Any,
 ) -> PrintJob | None:
-    """The job, its document and its QUEUED event as separate statements; None when the
-    idempotency key was taken meanwhile."""
+    """The job, its document and its QUEUED event (``queued``: its message and detail) as
+    separate statements; None when the idempotency key was taken meanwhile."""
     try:
         with transaction.atomic():
             job = _create_job(target, content, content_type, sha256, **fields)
@@ -269,14 +278,17 @@ def _insert_job_step_by_step(
         if not fields["idempotency_key"]:
             raise
         return None
-    events.record_server_event(
-        job, JobStatus.QUEUED, detail={"submitted_by": fields["submitted_by"]}
-    )
+    events.record_server_event(job, JobStatus.QUEUED, message=queued[0], detail=queued[1])
     return job
 
 
 def _insert_job_in_one_statement(
-    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+    target: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    queued: tuple[str, dict[str, Any]],
+    **fields: Any,
 ) -> PrintJob | None:
     """The job, its document row and its QUEUED event in one statement of data-modifying CTEs
     (PostgreSQL, documents in the database). The job's INSERT is Django's own (``ON CONFLICT DO
@@ -290,14 +302,14 @@ def _insert_job_in_one_statement(
         PrintJob._meta.get_field("expires_at"),
     ]
     [(insert_job, params)] = compiler.as_sql()
-    detail = {"submitted_by": fields["submitted_by"]}
+    message, detail = queued
     statement = f"""
         WITH job AS ({insert_job}),
         document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %s FROM job),
         queued AS (
             INSERT INTO qprint_job_event
                 (event_id, job_id, device_id, source, type, message, detail, fingerprint)
-            SELECT %s, %s, NULL, %s, %s, '', %s::jsonb, %s FROM job
+            SELECT %s, %s, NULL, %s, %s, %s, %s::jsonb, %s FROM job
         )
         SELECT created_at, expires_at FROM job
     """
@@ -309,8 +321,9 @@ def _insert_job_in_one_statement(
         job.pk,
         EventSource.SERVER.value,
         JobStatus.QUEUED.value,
+        message,
         json.dumps(detail),
-        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
+        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, message, detail),
     ]
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
@@ -437,8 +450,11 @@ def _check_expires_in(expires_in: Any) -> int | None:
 
 
 def _locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
+    return _job_in(PrintJob.objects.select_for_update(of=("self",), no_key=True), job, tenant)
+
+
+def _job_in(queryset: QuerySet, job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
     job_id = job.pk if isinstance(job, PrintJob) else job
-    queryset = PrintJob.objects.select_for_update(of=("self",), no_key=True)
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
     try:
@@ -504,11 +520,15 @@ def reprint_job(
     A job already reprinted raises :class:`Conflict` (``already_reprinted``) unless ``force``:
     the original's row is locked while deciding, so two clicks at once make one reprint.
     """
+    # The fit check reads the document (up to RENDER_TIMEOUT_SECONDS): before the row is locked.
+    unlocked = _job_in(PrintJob.objects.all(), job, tenant)
+    content = storage.open_document(unlocked)
+    reported = formats.reported_printer_of(unlocked.device_id, unlocked.printer)
+    fit = media.check_fit(reported, content, unlocked.content_type, unlocked.options)
     with transaction.atomic():
         original = _locked_job(job, tenant)
         if not force and PrintJob.objects.filter(reprint_of=original).exists():
             raise Conflict("already_reprinted", "This job was already reprinted.")
-        content = storage.open_document(original)
         device = Device.objects.get(pk=original.device_id)
         reprint = _create_job(
             device,
@@ -524,7 +544,10 @@ def reprint_job(
             reprint_of=original,
         )
         events.record_server_event(
-            reprint, JobStatus.QUEUED, detail={"reprint_of": str(original.pk), "by": by}
+            reprint,
+            JobStatus.QUEUED,
+            message=fit.message,
+            detail={"reprint_of": str(original.pk), "by": by, **fit.detail},
         )
         events.record_server_event(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}

@@ -77,7 +77,7 @@ i=0
 while [ ! -S /run/dbus/system_bus_socket ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 avahi-daemon -f {root}/avahi.conf --no-drop-root --no-chroot --no-rlimits &
 ippeveprinter -r off -p {port} -k -d {root}/spool -c {root}/print-command \\
-    -f {formats} -2 -M qprint -m "Test Printer" "{name}" &
+    {options} "{name}" &
 exec {python} -m tests.agent.relay unix-to-tcp {root}/printer.sock {port}
 """
 
@@ -109,9 +109,12 @@ def unavailable_reason() -> str | None:
 
 
 class IppEvePrinter:
-    def __init__(self, name: str = "qprint-test") -> None:
+    def __init__(self, name: str = "qprint-test", attributes: str | None = None) -> None:
+        """``attributes``: an ``ippeveprinter -a`` file (ipptool syntax) of printer attributes
+        that replace the defaults, e.g. a label printer's ``media-supported``."""
         self.root = Path(tempfile.mkdtemp(prefix="qprint-ippeve-"))
         self.name = name
+        self.attributes = attributes
         self.port = free_port()  # outside: the relay on 127.0.0.1
         self.inner_port = 8631  # inside the namespace: the printer itself
         self.proc: subprocess.Popen | None = None
@@ -131,10 +134,19 @@ class IppEvePrinter:
         command = r / "print-command"
         command.write_text(PRINT_COMMAND.format(root=r))
         command.chmod(0o755)
+        if self.attributes:
+            (r / "attributes.conf").write_text(self.attributes)
         repo = Path(__file__).resolve().parents[2]
         (r / "inner.sh").write_text(
             INNER.format(
-                root=r, port=self.inner_port, formats=FORMATS, name=self.name, python=sys.executable
+                root=r,
+                port=self.inner_port,
+                # ippeveprinter takes an attributes file instead of these options, not with them
+                options=f"-a {r / 'attributes.conf'}"
+                if self.attributes
+                else f'-f {FORMATS} -2 -M qprint -m "Test Printer"',
+                name=self.name,
+                python=sys.executable,
             )
         )
         self.proc = subprocess.Popen(
