@@ -22,9 +22,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from qprint.core.errors import Invalid
 from qprint.documents import render
 from qprint.documents.worker import PDF_TYPES
-from qprint.errors import Invalid
 
 TOLERANCE_MM = 2.0
 MM_PER_INCH = 25.4

@@ -3,7 +3,8 @@
 - :func:`render_page`: the page as a PNG ``width`` pixels wide, ``mode`` ``"rgb"``, ``"gray"`` or
   ``"mono"`` (1-bit, dithered: what a receipt or label printer that wants pixels prints at its
   ``dots`` width). :func:`page_count` and :func:`page_sizes` read the document the same way.
-- :class:`RenderRefused`: every refusal, a :class:`~qprint.errors.QPrintError`: 415 ``no_preview``
+- :class:`RenderRefused`: every refusal, a :class:`~qprint.core.errors.QPrintError`: 415
+  ``no_preview``
   for what is not a PDF, PNG or JPEG (raw printer languages above all); 422 ``encrypted_document``,
   ``broken_document``, ``too_many_pages``, ``page_too_large``, ``too_many_pixels``,
   ``no_such_page``, ``render_too_slow``, ``too_much_memory``, ``render_failed``; and
@@ -36,9 +37,9 @@ from collections.abc import Hashable
 from pathlib import Path
 from typing import Any
 
-from qprint.conf import qprint_settings
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import QPrintError
 from qprint.documents.worker import IMAGE_TYPES, MODES, PDF_TYPES
-from qprint.errors import QPrintError
 
 logger = logging.getLogger(__name__)
 

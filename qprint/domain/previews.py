@@ -16,9 +16,9 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
+from qprint.core.errors import Invalid
 from qprint.documents import render, storage
 from qprint.domain import jobs
-from qprint.errors import Invalid
 from qprint.models import PrintJob
 
 DEFAULT_WIDTH = 600

@@ -15,11 +15,11 @@ import threading
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import executor
-from qprint.conf import qprint_settings
+from qprint.core import executor
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import QPrintError
 from qprint.documents import render
 from qprint.domain import previews
-from qprint.errors import QPrintError
 from qprint.models import ApplicationKey
 from qprint.views.http import application_endpoint, error_response, invalid
 
