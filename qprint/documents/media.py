@@ -210,13 +210,13 @@ def check_fit(
     if render.base_type(content_type) not in PDF_TYPES:
         return FitNote()
     name = reported[0] if reported else None
-    printer = f"`{name}`" if name else "the default printer"
+    printer = f"printer `{name}`" if name else "the device's default printer"
     names = (reported[1] or {}).get("media") if reported else None
     media = media_of(names) if isinstance(names, list) else []
     if not media:
         said = "reported no media" if not names else "reported no media of a known size"
         return FitNote(
-            f"Printer {printer} {said}: the document's page size was not checked.",
+            f"{printer[0].upper()}{printer[1:]} {said}: the document's page size was not checked.",
             {"fit": "unchecked", "reason": "no_media"},
         )
     try:
@@ -224,7 +224,7 @@ def check_fit(
     except render.RenderRefused as exc:
         return FitNote(
             f"The document's page sizes could not be read ({exc.message}): they were not "
-            f"checked against printer {printer}'s media.",
+            f"checked against the media of {printer}.",
             {"fit": "unchecked", "reason": exc.code},
         )
     pages = list(dict.fromkeys((w * MM_PER_POINT, h * MM_PER_POINT) for w, h in sizes))
@@ -239,7 +239,7 @@ def check_fit(
         if len(shown) == 1
         else f"the document's pages are {', '.join(shown)}{more}"
     )
-    text = f"{document}; printer {printer} has {describe_media(media)}"
+    text = f"{document}; {printer} has {describe_media(media)}"
     if (options or {}).get("fit") == "scale":
         return FitNote(
             f"{text[0].upper()}{text[1:]}: the printer is asked to scale it (fit: scale).",
