@@ -7,7 +7,7 @@ as it is displayed (before any ``/Rotate``, which :class:`Page` takes as well).
 """
 
 import hashlib
-import io
+import struct
 import zlib
 from dataclasses import dataclass, field
 
@@ -124,20 +124,28 @@ def many_pages(count: int, width_mm: float = 210, height_mm: float = 297) -> byt
     return write(objects)
 
 
+def zeros_deflate(prefix: bytes, chunks: int, chunk_size: int = 1 << 20) -> bytes:
+    """A zlib stream of ``prefix`` then ``chunks`` × ``chunk_size`` zero bytes, made without
+    compressing them all: after a full flush deflate forgets what came before, so one compressed
+    chunk repeats; the checksum of zeros is computed (Adler-32: ``a`` stays, ``b`` grows by
+    ``a`` per byte)."""
+    compressor = zlib.compressobj(9)
+    head = compressor.compress(prefix) + compressor.flush(zlib.Z_FULL_FLUSH)
+    block = compressor.compress(bytes(chunk_size)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    tail = compressor.flush(zlib.Z_FINISH)
+    adler = zlib.adler32(prefix)
+    low, high = adler & 0xFFFF, adler >> 16
+    high = (high + chunks * chunk_size * low) % 65521
+    return head + block * chunks + tail[:-4] + struct.pack(">I", (high << 16) | low)
+
+
 def decompression_bomb(inflated_bytes: int = 2 << 30) -> bytes:
     """An A4 page whose one image, a few megabytes of Flate data, inflates to ``inflated_bytes``
     of pixels (a 2 GiB picture by default), drawn over the whole page."""
     side = int((inflated_bytes / 3) ** 0.5)
-    compressor = zlib.compressobj(9)
-    chunk = bytes(1 << 20)
-    data = io.BytesIO()
-    left = side * side * 3
-    while left > 0:
-        data.write(compressor.compress(chunk[: min(left, len(chunk))]))
-        left -= len(chunk)
-    data.write(compressor.flush())
+    chunks = -(-side * side * 3 // (1 << 20))  # whole chunks: a little more than the picture
     image = stream(
-        data.getvalue(),
+        zeros_deflate(b"", chunks),
         compress=False,
         extra=b" /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB"
         b" /BitsPerComponent 8 /Filter /FlateDecode" % (side, side),
@@ -154,16 +162,11 @@ def decompression_bomb(inflated_bytes: int = 2 << 30) -> bytes:
 
 
 def content_bomb(inflated_bytes: int = 1 << 30) -> bytes:
-    """An A4 page whose content stream inflates to ``inflated_bytes`` (spaces around one box)."""
-    compressor = zlib.compressobj(9)
-    data = io.BytesIO()
-    data.write(compressor.compress(b"0 0 0 rg 10 10 50 50 re f "))
-    chunk = b" " * (1 << 20)
-    for _ in range(inflated_bytes >> 20):
-        data.write(compressor.compress(chunk))
-    data.write(compressor.flush())
-    content = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data.getvalue())
-    content += data.getvalue() + b"\nendstream"
+    """An A4 page whose content stream inflates to ``inflated_bytes``: one box, then NUL bytes
+    (white space to a PDF parser)."""
+    data = zeros_deflate(b"0 0 0 rg 10 10 50 50 re f ", inflated_bytes >> 20)
+    content = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data)
+    content += data + b"\nendstream"
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
