@@ -191,13 +191,18 @@ class PrintJobAdmin(admin.ModelAdmin):
             "may_force_reprint": may_act and bool(reprints),
         }
 
-    def document_view(self, request, object_id):
-        """The job's document as an attachment, never cached (``qprint.view_printjob``)."""
+    def viewable_job(self, request, object_id) -> PrintJob:
+        """The job, for staff with ``qprint.view_printjob`` (403 otherwise; 404 no such job)."""
         if not request.user.has_perm("qprint.view_printjob"):
             raise PermissionDenied
         job = self.get_object(request, unquote(object_id))
         if job is None:
             raise Http404("No such job.")
+        return job
+
+    def document_view(self, request, object_id):
+        """The job's document as an attachment, never cached (``qprint.view_printjob``)."""
+        job = self.viewable_job(request, object_id)
         try:
             content = storage.open_document(job)
         except NotFound as exc:
@@ -213,11 +218,7 @@ class PrintJobAdmin(admin.ModelAdmin):
     def preview_view(self, request, object_id):
         """A page of the job as a PNG (``?page=``, ``?width=`` up to 1600), or the reason there is
         none as text with its status (``qprint.view_printjob``)."""
-        if not request.user.has_perm("qprint.view_printjob"):
-            raise PermissionDenied
-        job = self.get_object(request, unquote(object_id))
-        if job is None:
-            raise Http404("No such job.")
+        job = self.viewable_job(request, object_id)
         try:
             page = int(request.GET.get("page") or 1)
             width = int(request.GET.get("width") or previews.DEFAULT_WIDTH)

@@ -230,3 +230,28 @@ class IppEvePrinter:
                 break
             time.sleep(0.05)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def unavailable(what: str, reason: str) -> None:
+    """Skip the test (fail it under ``QPRINT_REQUIRE_SERVICES=1``): ``what`` cannot run here."""
+    import pytest
+
+    from tests import services
+
+    if services.required():
+        pytest.fail(f"QPRINT_REQUIRE_SERVICES=1 but {what} cannot run: {reason}")
+    pytest.skip(f"{what} cannot run here: {reason}")
+
+
+def started(printer: IppEvePrinter) -> IppEvePrinter:
+    """``printer`` started, or the test skipped (failed when required) with the reason."""
+    reason = unavailable_reason()
+    if reason:
+        unavailable("ippeveprinter", reason)
+    try:
+        printer.start()
+    except Exception as exc:
+        log = printer.log()
+        printer.stop()
+        unavailable("ippeveprinter", f"it did not start: {exc!r}\n{log}")
+    return printer

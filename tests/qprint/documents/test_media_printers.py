@@ -10,11 +10,9 @@ import pytest
 from qprint.agent.ipp import IppClient
 from qprint.agent.printers import IppPrinter
 from qprint.agent.spoolers import CupsSpooler, SpoolJob
-from tests import services
 from tests.processes import wait_until
 from tests.qprint.agent import cups as cups_harness
 from tests.qprint.agent import ippeve
-from tests.qprint.agent.cups import CupsServer
 from tests.qprint.documents import pdfs
 from tests.qprint.documents.pdfs import Page
 from tests.qprint.documents.record_media import LABEL_ATTRIBUTES, AttributesPrinter
@@ -29,45 +27,16 @@ def recorded(name: str) -> list[str]:
     return json.loads((MEDIA / f"{name}.json").read_text())["media"]
 
 
-def _unavailable(what: str, reason: str):
-    if services.required():
-        pytest.fail(f"QPRINT_REQUIRE_SERVICES=1 but {what} cannot run: {reason}")
-    pytest.skip(f"{what} cannot run here: {reason}")
-
-
-def _started(printer):
-    reason = ippeve.unavailable_reason()
-    if reason:
-        _unavailable("ippeveprinter", reason)
-    try:
-        printer.start()
-    except Exception as exc:
-        log = printer.log()
-        printer.stop()
-        _unavailable("ippeveprinter", f"it did not start: {exc!r}\n{log}")
-    return printer
-
-
 @pytest.fixture(scope="module")
 def printer():
-    started = _started(ippeve.IppEvePrinter("qprint-fit"))
+    started = ippeve.started(ippeve.IppEvePrinter("qprint-fit"))
     yield started
     started.stop()
 
 
 @pytest.fixture(scope="module")
 def cups(printer):
-    reason = cups_harness.unavailable_reason()
-    if reason:
-        _unavailable("CUPS", reason)
-    server = CupsServer()
-    try:
-        server.start()
-        queue = server.add_queue("EVE", printer.uri, "-o", "printer-error-policy=abort-job")
-    except Exception as exc:
-        log = server.log()
-        server.stop()
-        _unavailable("CUPS", f"the queue was not made: {exc!r}\n{log}")
+    server, queue = cups_harness.everywhere_queue(printer.uri)
     yield server, queue
     server.stop()
 
@@ -79,7 +48,7 @@ def test_the_recorded_lists_are_what_the_printers_report(printer, cups):
     assert everywhere == recorded("cups-everywhere")
     cups_pdf = CupsSpooler(queue=server.queue, server=server.server).describe()[1]["media"]
     assert cups_pdf == recorded("cups-pdf")
-    label = _started(AttributesPrinter("qprint-fit-label", attributes=LABEL_ATTRIBUTES))
+    label = ippeve.started(AttributesPrinter("qprint-fit-label", attributes=LABEL_ATTRIBUTES))
     try:
         assert IppPrinter(label.uri).describe()[1]["media"] == recorded("ippeveprinter-label")
     finally:

@@ -17,6 +17,7 @@ from qprint.models import PrintJob, PrintJobEvent
 from tests.qprint.documents import pdfs
 from tests.qprint.documents.pdfs import Page
 from tests.qprint.factories import make_device, make_key
+from tests.qprint.helpers import documents_in_a_storage
 
 pytestmark = pytest.mark.django_db
 
@@ -56,6 +57,14 @@ def device():
         ],
     )
     return device
+
+
+def labels_only(device) -> None:
+    """The device's one printer, ``unknown``, now reports 4 x 6 in labels only."""
+    media = {"media": ["oe_4x6-label_4x6in"]}
+    api.replace_printers(
+        device, [{"name": "unknown", "is_default": True, "status": "idle", "capabilities": media}]
+    )
 
 
 def queued_event(job) -> PrintJobEvent:
@@ -132,17 +141,7 @@ def test_the_python_api_checks_the_same(device):
 
 
 def test_documents_kept_in_a_storage_record_the_same_note(device, settings, tmp_path):
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "print-documents": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path)},
-        },
-    }
-    settings.QPRINT = {
-        "DOCUMENT_BACKEND": "qprint.documents.storage.StorageDocuments",
-        "DOCUMENT_STORAGE": "print-documents",
-    }
+    documents_in_a_storage(settings, tmp_path)
     job, _ = api.submit_job("acme", device, A4, "application/pdf", printer="unknown")
     assert queued_event(job).detail["fit"] == "unchecked"
     with pytest.raises(MediaMismatch):
@@ -152,17 +151,7 @@ def test_documents_kept_in_a_storage_record_the_same_note(device, settings, tmp_
 def test_a_reprint_is_checked_against_the_media_reported_now(device):
     job, _ = api.submit_job("acme", device, A4, "application/pdf", printer="unknown")
     # The printer now reports label media only.
-    api.replace_printers(
-        device,
-        [
-            {
-                "name": "unknown",
-                "is_default": True,
-                "status": "idle",
-                "capabilities": {"media": ["oe_4x6-label_4x6in"]},
-            }
-        ],
-    )
+    labels_only(device)
     with pytest.raises(MediaMismatch) as refused:
         api.reprint_job(job)
     assert "printer `unknown` has 4 × 6 in labels" in refused.value.message
@@ -176,17 +165,7 @@ def test_a_reprint_is_checked_against_the_media_reported_now(device):
 
 def test_the_admin_reprint_shows_the_refusal(client, device, django_user_model):
     job, _ = api.submit_job("acme", device, A4, "application/pdf", printer="unknown")
-    api.replace_printers(
-        device,
-        [
-            {
-                "name": "unknown",
-                "is_default": True,
-                "status": "idle",
-                "capabilities": {"media": ["oe_4x6-label_4x6in"]},
-            }
-        ],
-    )
+    labels_only(device)
     client.force_login(django_user_model.objects.create_superuser("oncall", "o@example.com"))
     answer = client.post(reverse("admin:qprint_printjob_reprint", args=[job.pk]))
     assert answer.status_code == 422

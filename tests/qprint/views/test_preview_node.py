@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from qprint import api
-from tests.processes import daphne_node, free_port, port_open, wait_until
+from tests.processes import listening_node
 from tests.qprint.documents import pdfs
 from tests.qprint.documents.pdfs import Page
 
@@ -32,15 +32,9 @@ HOSTILE = {
 
 @pytest.fixture
 def node(subprocess_env):
-    port = free_port()
     env = {**subprocess_env, "QQQ_NODE_ID": "render", "QPRINT_RENDER_TIMEOUT_SECONDS": "1"}
-    process = daphne_node("render", port, env).start()
-    try:
-        wait_until(lambda: port_open(port) or not process.alive(), 30, message="node listening")
-        assert process.alive(), process.log()
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        process.stop()
+    with listening_node("render", env) as node:
+        yield node
 
 
 @pytest.fixture
