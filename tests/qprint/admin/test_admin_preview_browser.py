@@ -92,6 +92,7 @@ def test_the_job_page_shows_the_page_that_is_printed(browser, site, superuser):
     page.goto(site + reverse("admin:qprint_printjob_change", args=[zpl.pk]))
     reason = page.inner_text("#qprint-no-preview")
     assert "No preview." in reason and "printer language" in reason
+    screenshot(page, "admin-job-no-preview")
     assert page.locator("#qprint-thumbnail").count() == 0
     answer = page.request.get(site + reverse("admin:qprint_printjob_preview", args=[zpl.pk]))
     assert answer.status == 415
