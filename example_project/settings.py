@@ -171,6 +171,12 @@ if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
 
+# Documents (docs/DOCUMENTS.md): the render workers' bounds.
+if env.str("QPRINT_RENDER_TIMEOUT_SECONDS", default=""):
+    QPRINT["RENDER_TIMEOUT_SECONDS"] = env.float("QPRINT_RENDER_TIMEOUT_SECONDS")
+if env.str("QPRINT_RENDER_WORKERS", default=""):
+    QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
+
 # CloudPRNT printers (docs/CLOUDPRNT.md).
 if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):
     QPRINT["CLOUDPRNT_CONFIRM_SECONDS"] = env.float("QPRINT_CLOUDPRNT_CONFIRM_SECONDS")

@@ -10,7 +10,7 @@ like an unknown one: JSON 404 ``not_found``, not Django's HTML page.
 from django.urls import path
 
 from qprint.cloudprnt import views as cloudprnt_views
-from qprint.views import application_api, device_api, waiting, webhooks_api
+from qprint.views import application_api, device_api, previews, waiting, webhooks_api
 
 app_name = "qprint"
 
@@ -36,6 +36,7 @@ urlpatterns = [
     path("api/v1/jobs/<str:job_id>", waiting.job_detail, name="job-detail"),
     path("api/v1/jobs/<str:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
     path("api/v1/jobs/<str:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
+    path("api/v1/jobs/<str:job_id>/preview.png", previews.job_preview, name="job-preview"),
     path("api/v1/devices", application_api.device_list, name="devices"),
     path("api/v1/devices/<str:name>", application_api.device_detail, name="device-detail"),
     path("api/v1/devices/<str:name>/pause", application_api.device_pause, name="device-pause"),
