@@ -39,6 +39,8 @@ POSITIVE_INTEGERS = (
     "SOCKET_DB_THREADS",
     "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
+    "ENROLMENT_EXPIRES_SECONDS",
+    "ENROLMENT_INTERVAL_SECONDS",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (

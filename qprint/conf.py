@@ -56,6 +56,13 @@ DEFAULTS: dict[str, Any] = {
     # credential prefix, in AUTH_FAILURE_WINDOW_SECONDS; above it 429 with Retry-After.
     "AUTH_FAILURE_LIMIT": 20,
     "AUTH_FAILURE_WINDOW_SECONDS": 60,
+    # Enrolment by code (docs/AGENT.md): a code not approved within this many seconds expires.
+    "ENROLMENT_EXPIRES_SECONDS": 600,
+    # Enrolment by code: the agent polls for its token this often (seconds).
+    "ENROLMENT_INTERVAL_SECONDS": 5,
+    # Enrolment by code: the page the agent tells its user to open (None: this node's admin
+    # "Enrol a device" page, as the agent's request reached it).
+    "ENROLMENT_VERIFICATION_URI": None,
     # Admin: the print overview on the Printing app page refreshes this often.
     "OVERVIEW_REFRESH_SECONDS": 15,
     # Webhooks: allow http:// URLs (https only by default).

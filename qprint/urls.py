@@ -9,7 +9,7 @@ like an unknown one: JSON 404 ``not_found``, not Django's HTML page.
 
 from django.urls import path
 
-from qprint.views import application_api, device_api, waiting, webhooks_api
+from qprint.views import application_api, device_api, enrolment_api, waiting, webhooks_api
 
 app_name = "qprint"
 
@@ -28,6 +28,13 @@ urlpatterns = [
         name="device-command-result",
     ),
     path("api/v1/device/printers", device_api.printers, name="device-printers"),
+    # Enrolment by code (no credentials: the device code is the secret).
+    path("api/v1/device/enrollments", enrolment_api.enrollments, name="device-enrollments"),
+    path(
+        "api/v1/device/enrollments/token",
+        enrolment_api.enrollment_token,
+        name="device-enrollment-token",
+    ),
     # Application API (bearer application key, one tenant).
     path("api/v1/jobs", application_api.job_list, name="jobs"),
     path("api/v1/jobs/<str:job_id>", waiting.job_detail, name="job-detail"),

@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 
 from qprint import cluster, documents
 from qprint.conf import qprint_settings
-from qprint.domain import commands, events, throttle
+from qprint.domain import commands, enrolment, events, throttle
 from qprint.domain.states import EXPIRABLE, FINAL, JobStatus
 from qprint.models import PrintJob
 
@@ -95,9 +95,11 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
 
 
 def retain() -> None:
-    """The periodic retention task: old final jobs, then ended authentication-failure windows."""
+    """The periodic retention task: old final jobs, ended authentication-failure windows and
+    expired enrolments."""
     delete_old_jobs()
     throttle.purge()
+    enrolment.purge_expired()
 
 
 def register_tasks() -> None:

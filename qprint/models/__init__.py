@@ -2,6 +2,7 @@
 
 from qprint.models.commands import CommandStatus, DeviceCommand
 from qprint.models.devices import Device, DevicePrinter
+from qprint.models.enrolment import Enrolment, EnrolmentStatus
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
 from qprint.models.throttle import AuthFailureCount
@@ -15,6 +16,8 @@ __all__ = [
     "Device",
     "DeviceCommand",
     "DevicePrinter",
+    "Enrolment",
+    "EnrolmentStatus",
     "EventSource",
     "PrintDocument",
     "PrintJob",
