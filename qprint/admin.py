@@ -827,4 +827,4 @@ class ApplicationKeyAdmin(admin.ModelAdmin):
         )
 
 
-from qprint import admin_webhooks  # noqa: E402,F401  (registers the webhook admins)
+from qprint import admin_enrolment, admin_webhooks  # noqa: E402,F401  (registers their admins)

@@ -59,3 +59,32 @@ class ClosingPrinter:
 
     def close(self):
         self.server.close()
+
+
+class RecordingPrinter:
+    """A raw printer that works: it reads each job to its end and keeps the bytes."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.documents: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def uri(self) -> str:
+        return f"socket://127.0.0.1:{self.port}"
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            chunks = []
+            with conn:
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+            self.documents.append(b"".join(chunks))
+
+    def close(self):
+        self.server.close()
