@@ -36,9 +36,10 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils.crypto import salted_hmac
 
-from qprint.conf import qprint_settings
-from qprint.domain import credentials, inputs, throttle
-from qprint.errors import EnrolmentRefused, Invalid, NotFound
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import EnrolmentRefused, Invalid, NotFound
+from qprint.domain import credentials, throttle
 from qprint.models import Device, Enrolment, EnrolmentStatus
 
 logger = logging.getLogger("qprint.enrolment")

@@ -12,7 +12,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.urls import NoReverseMatch, reverse
 
-from qprint.conf import qprint_settings
+from qprint.core.conf import qprint_settings
 from qprint.domain import enrolment
 from qprint.views.http import client_address, json_response, public_endpoint, read_json_object
 

@@ -10,8 +10,8 @@ operator, receives the token.
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
+from qprint.core.errors import QPrintError
 from qprint.domain import enrolment
-from qprint.errors import QPrintError
 
 #: The throttle's "address" of codes typed here (docs/SECURITY.md): one scope for the shell.
 COMMAND_SOURCE = "manage.py"
