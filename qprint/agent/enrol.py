@@ -193,22 +193,29 @@ def _toml_string(value: str) -> str:
 
 
 def complete_config(
-    path: Path, url: str, printers: list[FoundPrinter], token_file: Path | None = None
+    path: Path,
+    url: str,
+    printers: list[FoundPrinter],
+    *,
+    device: str | None = None,
+    token_file: Path | None = None,
 ) -> Path:
-    """Write ``path`` or complete it: ``url`` and ``token_file`` when it has none, and the
-    printers whose URI it does not list yet. What it already says (other settings, printers,
-    comments) is kept as written. Returns the token file the config names."""
+    """Write ``path`` or complete it: ``url``, ``token_file`` and ``name`` (the device's, for
+    the logs) when it has none, and the printers whose URI it does not list yet. What it
+    already says (other settings, printers, comments) is kept as written. Returns the token
+    file the config names (a relative one as the agent reads it: from the working directory)."""
     existing = path.read_text() if path.exists() else ""
     settings = read_toml(path) if existing else {}
     head: list[str] = []
     if not settings.get("urls"):
         head.append(f"url = {_toml_string(url)}")
     if settings.get("tokens_file"):
-        named = Path(settings["tokens_file"])
-        token_path = named if named.is_absolute() else path.parent / named
+        token_path = Path(settings["tokens_file"])
     else:
         token_path = token_file or path.parent.resolve() / TOKEN_FILE_NAME
         head.append(f"token_file = {_toml_string(str(token_path))}")
+    if device and not settings.get("name"):
+        head.append(f"name = {_toml_string(device)}")
     known = {p.uri for p in settings.get("printers", [])}
     names = {p.name for p in settings.get("printers", [])}
     has_default = bool(settings.get("default_printer")) or any(
@@ -343,7 +350,7 @@ def enroll_main(argv: list[str], *, start_agent) -> int:
         print("enrolment abandoned", file=sys.stderr)
         return 130
     printers = discover(args.cups_server, args.discover_seconds) if args.discover else []
-    token_path = complete_config(config, args.url, printers)
+    token_path = complete_config(config, args.url, printers, device=granted["device"])
     write_secret(token_path, granted["token"])
     print(
         f"Enrolled as device {granted['tenant']}/{granted['device']}. Token: {token_path} "

@@ -142,7 +142,7 @@ def test_pyz_enrolls_and_prints_a_job_to_a_raw_printer(pyz, bare_python, node, t
         token_file = tmp_path / "etc" / "device.token"
         assert token_file.stat().st_mode & 0o777 == 0o600
         written = config.read_text()
-        assert written.startswith(f'url = "{node}"\ntoken_file = "{token_file}"\n')
+        assert written.startswith(f'url = "{node}"\ntoken_file = "{token_file}"\nname = "shop-1"\n')
         assert "# the shop's printer, written by hand" in written  # kept as it was
         assert written.count("[[printers]]") >= 1 and printer.uri in written
         assert token_file.read_text().strip() not in written
