@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.metadata as metadata
+import re
 import shutil
 import sys
 import tempfile
 import zipapp
 from pathlib import Path
-
-from packaging.markers import default_environment
-from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parent.parent
 #: sniffio: httpcore looks it up on every request (pyproject.toml says why).
@@ -43,33 +41,32 @@ sys.exit(main())
 '''
 
 
-def _environments() -> list[dict[str, str]]:
-    """Marker environments of every Python the file supports (3.11 up to the running one)."""
-    base = default_environment()
-    newest = max(sys.version_info[:2], LOWEST_PYTHON)
-    return [
-        {**base, "python_version": f"3.{minor}", "python_full_version": f"3.{minor}.0"}
-        for minor in range(LOWEST_PYTHON[1], newest[1] + 1)
-    ]
+_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
 def distributions() -> list[metadata.Distribution]:
-    """The roots and every distribution they require on a supported Python (no extras)."""
+    """The roots and every distribution they require, extras left out. A requirement under
+    another condition (``python_version < "3.15"``) is taken when it is installed here; one that
+    is not installed (``exceptiongroup`` below 3.11) is not needed by a supported Python."""
     seen: dict[str, metadata.Distribution] = {}
-    todo = list(ROOTS)
-    environments = _environments()
+    todo: list[tuple[str, bool]] = [(name, False) for name in ROOTS]
     while todo:
-        name = todo.pop()
+        name, conditional = todo.pop()
         key = name.lower().replace("_", "-")
         if key in seen:
             continue
-        dist = metadata.distribution(name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            if conditional:
+                continue
+            raise
         seen[key] = dist
         for text in dist.requires or []:
-            requirement = Requirement(text)
-            marker = requirement.marker
-            if marker is None or any(marker.evaluate({**env, "extra": ""}) for env in environments):
-                todo.append(requirement.name)
+            requirement, _, marker = text.partition(";")
+            if "extra" in marker:
+                continue
+            todo.append((_NAME.match(requirement).group(1), bool(marker.strip())))
     return sorted(seen.values(), key=lambda d: d.metadata["Name"].lower())
 
 

@@ -18,6 +18,8 @@
 - ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
 - ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
+- ``qprint.E014``: ``ENROLMENT_VERIFICATION_URI`` is neither ``None`` nor an absolute http(s) URL
+  (the page an enrolling agent tells its user to open).
 """
 
 import ipaddress
@@ -187,6 +189,19 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             )
         )
     errors.extend(_webhook_errors(user))
+    verification = user.get("ENROLMENT_VERIFICATION_URI")
+    if verification is not None and not (
+        isinstance(verification, str) and re.match(r"^https?://[^/\s]+", verification)
+    ):
+        errors.append(
+            checks.Error(
+                "QPRINT['ENROLMENT_VERIFICATION_URI'] must be None or an absolute http(s) URL, "
+                f"got {verification!r}.",
+                hint="The admin's 'Enrol a device' page, e.g. "
+                "https://print.example.com/admin/qprint/enrolment/ (docs/API.md, 'Enrolment').",
+                id="qprint.E014",
+            )
+        )
     backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])
     try:
         import_string(backend)
