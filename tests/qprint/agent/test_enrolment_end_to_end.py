@@ -8,17 +8,15 @@ closes the old agent's socket with 4001, and a code nobody approves expires."""
 
 from __future__ import annotations
 
-import base64
 import re
 
 import httpx
 import pytest
 
-from qprint import api
 from qprint.models import Device, Enrolment
 from tests.browser import browser_fixture, messages_on, new_page, session_for
 from tests.processes import ManagedProcess, python, wait_until
-from tests.qprint.agent.raw import RecordingPrinter
+from tests.qprint.agent.raw import RecordingPrinter, print_raw
 from tests.qprint.realtime.cluster import Node, node_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
@@ -145,24 +143,7 @@ def test_enrol_on_one_node_approve_in_the_browser_on_the_other(
     assert token_file.read_text().strip() not in page.content()  # never shown to the operator
 
     # A job through the application API on node B, printed by the agent connected to node A.
-    _, key = api.create_application_key("acme", "shop")
-    response = httpx.post(
-        f"{node_b.http}/qprint/api/v1/jobs",
-        headers={"Authorization": f"Bearer {key}"},
-        json={
-            "device": "shop-7",
-            "content_type": "application/vnd.zebra-zpl",
-            "content_base64": base64.b64encode(b"^XA^FDhi^XZ").decode(),
-        },
-        timeout=10,
-    )
-    assert response.status_code == 201, response.text
-    job_id = response.json()["id"]
-    wait_until(
-        lambda: api.get_job("acme", job_id).status == "PRINTED",
-        30,
-        message=f"job printed; {agent.log()[-2000:]}",
-    )
+    print_raw(f"{node_b.http}/qprint/", "acme", "shop-7", b"^XA^FDhi^XZ", agent)
     assert printer.documents == [b"^XA^FDhi^XZ"]
 
     # The code is single use: typed again, it is refused.

@@ -13,13 +13,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
-from qprint import api
 from qprint.domain import enrolment
-from tests.processes import REPO_ROOT, ManagedProcess, daphne_node, free_port, port_open, wait_until
-from tests.qprint.agent.raw import RecordingPrinter
+from tests.processes import REPO_ROOT, ManagedProcess, wait_until
+from tests.qprint.agent.raw import RecordingPrinter, print_raw
+from tests.qprint.realtime.cluster import Node, node_env
 
 sys.path.insert(0, str(REPO_ROOT / "tools"))
 import agent_pyz
@@ -90,21 +89,14 @@ def test_help_runs_with_the_system_python_and_no_packages(pyz, bare_python):
 
 
 @pytest.fixture
-def node(subprocess_env):
-    env = {
-        **subprocess_env,
-        "QPRINT_HEARTBEAT_SECONDS": "1",
-        "QPRINT_ENROLMENT_INTERVAL_SECONDS": "1",
-        "QQQ_NODE_ID": "node-a",
-    }
-    port = free_port()
-    proc = daphne_node("node-a", port, env).start()
+def node(live_database_url):
+    """A Daphne node of the example project (heartbeat 1 s, enrolment polls every second)."""
+    env = node_env(live_database_url, None, "node-a", QPRINT_ENROLMENT_INTERVAL_SECONDS="1")
+    started = Node("node-a", env).start()
     try:
-        wait_until(lambda: port_open(port) or not proc.alive(), 30, message="daphne up")
-        assert proc.alive(), proc.log()
-        yield f"http://127.0.0.1:{port}/qprint/"
+        yield f"{started.http}/qprint/"
     finally:
-        proc.stop()
+        started.stop()
 
 
 @pytest.mark.services
@@ -147,24 +139,7 @@ def test_pyz_enrolls_and_prints_a_job_to_a_raw_printer(pyz, bare_python, node, t
         assert written.count("[[printers]]") >= 1 and printer.uri in written
         assert token_file.read_text().strip() not in written
 
-        _, key = api.create_application_key("acme", "shop")
-        response = httpx.post(
-            node + "api/v1/jobs",
-            headers={"Authorization": f"Bearer {key}"},
-            json={
-                "device": "shop-1",
-                "content_type": "application/vnd.zebra-zpl",
-                "content_base64": "XlhBXkZPNTAsNTBeRkRoZWxsb15GU15YWg==",
-            },
-            timeout=10,
-        )
-        assert response.status_code == 201, response.text
-        job_id = response.json()["id"]
-        wait_until(
-            lambda: api.get_job("acme", job_id).status == "PRINTED",
-            30,
-            message=f"the job PRINTED; agent log:\n{agent.log()[-3000:]}",
-        )
+        print_raw(node, "acme", "shop-1", b"^XA^FO50,50^FDhello^FS^XZ", agent)
         assert printer.documents == [b"^XA^FO50,50^FDhello^FS^XZ"]
         assert str(approved.device) == "acme/shop-1"
     finally:
