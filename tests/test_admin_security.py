@@ -74,6 +74,9 @@ def rows(db):
     if not ClusterSetting.objects.exists():
         ClusterSetting.objects.create(key="heartbeat_seconds", value="5")
     ClusterAlert.objects.create(code="node_lost", node_id="node-a", message="lost")
+    from qprint.domain import enrolment
+
+    enrolment.start({"hostname": "shop-7"}, source="192.0.2.1")
     from qprint.models import WebhookDelivery, WebhookEndpoint
 
     endpoint = WebhookEndpoint.objects.create(

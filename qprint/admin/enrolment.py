@@ -5,7 +5,8 @@ existing device to re-enrol (its token rotates: the old agent is cut off). The p
 pending enrolments with what each agent said of itself and the address it came from, so the
 operator can tell theirs from someone else's. The decision is the domain's
 (:mod:`qprint.domain.enrolment`: the code's throttle, single use); the token goes to the agent
-alone and never appears here. Permission: ``qprint.approve_enrolment``.
+alone and never appears here. Permissions: ``qprint.view_enrolment`` to see the page and the
+pending enrolments, ``qprint.approve_enrolment`` to approve or refuse a code.
 """
 
 from __future__ import annotations
@@ -58,7 +59,21 @@ class EnrolForm(forms.Form):
 
 @admin.register(Enrolment)
 class EnrolmentAdmin(admin.ModelAdmin):
-    """The changelist is the "Enrol a device" page; enrolments are never added or edited here."""
+    """The changelist is the "Enrol a device" page; enrolments are never added or edited here
+    (an enrolment's own page is read-only, without the code hashes)."""
+
+    fields = (
+        "status",
+        "agent_info",
+        "source_address",
+        "created_at",
+        "expires_at",
+        "decided_at",
+        "decided_by",
+        "device",
+        "token_issued_at",
+    )
+    readonly_fields = fields
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -69,14 +84,13 @@ class EnrolmentAdmin(admin.ModelAdmin):
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
 
-    def has_view_permission(self, request, obj=None) -> bool:
-        return request.user.has_perm(APPROVE_PERMISSION)
-
-    def has_module_permission(self, request) -> bool:
+    def may_decide(self, request: HttpRequest) -> bool:
         return request.user.has_perm(APPROVE_PERMISSION)
 
     def changelist_view(self, request: HttpRequest, extra_context=None) -> HttpResponse:
         if not self.has_view_permission(request):
+            raise PermissionDenied
+        if request.method == "POST" and not self.may_decide(request):
             raise PermissionDenied
         if request.method == "POST":
             form = EnrolForm(request.POST)
@@ -91,7 +105,7 @@ class EnrolmentAdmin(admin.ModelAdmin):
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": _("Enrol a device"),
-            "form": form,
+            "form": form if self.may_decide(request) else None,
             "pending": [
                 {
                     "hostname": e.agent_info.get("hostname", ""),
