@@ -9,6 +9,7 @@ like an unknown one: JSON 404 ``not_found``, not Django's HTML page.
 
 from django.urls import path
 
+from qprint.cloudprnt import views as cloudprnt_views
 from qprint.views import application_api, device_api, enrolment_api, waiting, webhooks_api
 
 app_name = "qprint"
@@ -35,6 +36,8 @@ urlpatterns = [
         enrolment_api.enrollment_token,
         name="device-enrollment-token",
     ),
+    # Star CloudPRNT printers (HTTP Basic: the device's name and token): docs/CLOUDPRNT.md.
+    path("cloudprnt/", cloudprnt_views.endpoint, name="cloudprnt"),
     # Application API (bearer application key, one tenant).
     path("api/v1/jobs", application_api.job_list, name="jobs"),
     path("api/v1/jobs/<str:job_id>", waiting.job_detail, name="job-detail"),

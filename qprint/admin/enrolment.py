@@ -24,7 +24,7 @@ from django.utils.translation import gettext_lazy as _
 from qprint.admin.common import actor
 from qprint.core.errors import QPrintError
 from qprint.domain import enrolment
-from qprint.models import Device, Enrolment
+from qprint.models import Device, DeviceKind, Enrolment
 
 APPROVE_PERMISSION = "qprint.approve_enrolment"
 
@@ -41,7 +41,7 @@ class EnrolForm(forms.Form):
     description = forms.CharField(label=_("Description"), required=False)
     device = forms.ModelChoiceField(
         label=_("Or re-enrol an existing device"),
-        queryset=Device.objects.all(),
+        queryset=Device.objects.filter(kind=DeviceKind.AGENT),
         required=False,
         help_text=_("Its token is replaced: the agent that has it now is disconnected."),
     )

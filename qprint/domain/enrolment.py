@@ -38,9 +38,9 @@ from django.utils.crypto import salted_hmac
 
 from qprint.core import inputs
 from qprint.core.conf import qprint_settings
-from qprint.core.errors import EnrolmentRefused, Invalid, NotFound
+from qprint.core.errors import Conflict, EnrolmentRefused, Invalid, NotFound
 from qprint.domain import credentials, throttle
-from qprint.models import Device, Enrolment, EnrolmentStatus
+from qprint.models import Device, DeviceKind, Enrolment, EnrolmentStatus
 
 logger = logging.getLogger("qprint.enrolment")
 
@@ -266,6 +266,10 @@ def approve(
             target = Device.objects.filter(pk=getattr(device, "pk", device)).first()
             if target is None:
                 raise NotFound("unknown_device", "No such device.")
+            if target.kind != DeviceKind.AGENT:
+                raise Conflict(
+                    "not_an_agent", f"{target} is a {target.kind} printer, not an agent's device."
+                )
             credentials.rotate_device_token(target)  # nobody holds this token: cut off now
         else:
             target, _unused = credentials.create_device(

@@ -97,6 +97,14 @@ def test_an_existing_device_re_enrolled_gets_a_new_token_and_the_old_one_stops()
     assert Device.objects.count() == 1
 
 
+def test_a_cloudprnt_printer_cannot_be_re_enrolled_as_an_agent():
+    printer, _ = credentials.create_device("acme", "tsp100", kind="cloudprnt")
+    started = enrolment.start(INFO, source=AGENT)
+    with pytest.raises(Conflict, match="not an agent"):
+        enrolment.approve(started.user_code, source=OPERATOR, actor="x", device=printer)
+    assert Enrolment.objects.get(pk=started.enrolment_id).status == "pending"
+
+
 def test_a_taken_name_is_refused_and_the_code_stays_pending():
     credentials.create_device("acme", "front-desk")
     started = enrolment.start(INFO, source=AGENT)
