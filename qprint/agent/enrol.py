@@ -296,7 +296,8 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
     print(
         f"To enrol this agent, open\n\n    {started['verification_uri']}\n\n"
         f"and enter the code\n\n    {started['user_code']}\n\n"
-        f"(valid for {minutes} minutes). Waiting for the approval...",
+        f"(valid for {minutes} minutes; or open {started.get('verification_uri_complete', '-')}).\n"
+        "Waiting for the approval...",
         file=out,
         flush=True,
     )

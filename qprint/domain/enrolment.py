@@ -97,7 +97,8 @@ def _through_throttle(source: str, secret: str, kind: str, find: Callable[[], T 
     """The row ``find()`` answers, through the throttle of failed authentications: refused with
     :class:`~qprint.errors.RateLimited` once ``source`` failed too often (even for a right
     code), a failure counted when it answers nothing. ``secret`` is what the throttle's prefix
-    scope sees: never a short code itself (the user code's keyed hash stands for it)."""
+    scope sees: never a short code itself (the user code's keyed hash stands for it). The one
+    place this module calls :mod:`qprint.domain.throttle`."""
     refusal = throttle.refusal(source, secret)
     if refusal is not None:
         raise refusal
@@ -120,9 +121,7 @@ def start(agent_info: Any, *, source: str) -> Started:
     """A new pending enrolment for the agent at ``source`` (refused while ``source`` is
     throttled for failed codes)."""
     info = _agent_info(agent_info)
-    refusal = throttle.refusal(source, "")
-    if refusal is not None:
-        raise refusal
+    _through_throttle(source, "", "enrolment_start", lambda: True)  # refused while throttled
     expires_in = int(qprint_settings.ENROLMENT_EXPIRES_SECONDS)
     interval = int(qprint_settings.ENROLMENT_INTERVAL_SECONDS)
     device_code = credentials.new_secret()
