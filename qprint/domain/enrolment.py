@@ -234,11 +234,16 @@ def _pending_by_code(user_code: str, source: str, kind: str) -> int:
     return found
 
 
-def _decide(enrolment_id: int, **changes: Any) -> Enrolment:
-    """Lock the pending enrolment and apply the decision (inside the caller's transaction)."""
+def _lock_pending(enrolment_id: int) -> Enrolment:
+    """The pending enrolment, locked (inside the caller's transaction): two decisions of one code
+    queue here, and the second finds it decided."""
     row = Enrolment.objects.select_for_update().pending().filter(pk=enrolment_id).first()
     if row is None:
         raise NotFound("unknown_code", "No pending enrolment has this code (decided meanwhile).")
+    return row
+
+
+def _decide(row: Enrolment, **changes: Any) -> Enrolment:
     Enrolment.objects.filter(pk=row.pk).update(decided_at=Now(), **changes)
     row.refresh_from_db()
     return row
@@ -259,8 +264,7 @@ def approve(
     collects the token at its next poll."""
     enrolment_id = _pending_by_code(user_code, source, "enrolment_code")
     with transaction.atomic():
-        # Locked first, so two approvals of one code cannot both make a device.
-        Enrolment.objects.select_for_update().pending().filter(pk=enrolment_id).first()
+        row = _lock_pending(enrolment_id)  # first: two approvals cannot both make a device
         if device is not None:
             target = Device.objects.filter(pk=getattr(device, "pk", device)).first()
             if target is None:
@@ -275,7 +279,7 @@ def approve(
                 tenant or "", name or "", description=description
             )
         row = _decide(
-            enrolment_id,
+            row,
             status=EnrolmentStatus.APPROVED,
             decided_by=actor[:150],
             device=target,
@@ -296,7 +300,9 @@ def deny(user_code: str, *, source: str, actor: str) -> Enrolment:
     """Refuse the pending enrolment of ``user_code``: its agent is answered ``access_denied``."""
     enrolment_id = _pending_by_code(user_code, source, "enrolment_code")
     with transaction.atomic():
-        row = _decide(enrolment_id, status=EnrolmentStatus.DENIED, decided_by=actor[:150])
+        row = _decide(
+            _lock_pending(enrolment_id), status=EnrolmentStatus.DENIED, decided_by=actor[:150]
+        )
     logger.info("enrolment_denied enrolment=%s by=%s", row.pk, actor)
     return row
 
