@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from qprint.models import Device, Enrolment
-from tests.browser import browser_fixture, messages_on, new_page, session_for
+from tests.browser import browser_fixture, messages_on, new_page, screenshot, session_for
 from tests.processes import ManagedProcess, python, wait_until
 from tests.qprint.agent.raw import RecordingPrinter, print_raw
 from tests.qprint.realtime.cluster import Node, node_env
@@ -30,7 +30,7 @@ def nodes(live_database_url, services):
     """Nodes A and B on the test database and the run's Redis. (Not ``two_nodes``: its wait for
     the nodes' sessions to end would also wait for this test's own second connection, which
     Playwright's event loop in this thread makes Django open.)"""
-    env = {"QPRINT_ENROLMENT_INTERVAL_SECONDS": "1"}
+    env = {"QPRINT_ENROLMENT_INTERVAL_SECONDS": "1", "DEBUG": "1"}  # DEBUG: static files
     a, b = (
         Node(name, node_env(live_database_url, services.redis_url, name, **env))
         for name in ("node-a", "node-b")
@@ -114,6 +114,7 @@ def test_enrol_on_one_node_approve_in_the_browser_on_the_other(
     assert f"{node_a.http}/admin/qprint/enrolment/" in agent.log()
 
     page = operator_page(browser, node_b, operator)
+    screenshot(page, "admin-enrol-device")
     pending = page.inner_text("#qprint-pending-enrolments")
     assert "127.0.0.1" in pending and "Linux" in pending  # source address, platform
     # A mistyped code is refused on the page and approves nothing.
