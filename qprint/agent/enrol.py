@@ -24,7 +24,6 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin, urlsplit
@@ -33,6 +32,7 @@ import httpx
 
 from qprint.agent import __version__, ipp
 from qprint.agent.config import read_toml
+from qprint.agent.printers import PrinterSpec
 from qprint.agent.spoolers import CupsSpooler
 
 #: Exit statuses of ``enroll`` (besides the agent's own once it starts).
@@ -101,18 +101,11 @@ def build_parser() -> argparse.ArgumentParser:
 # --- printers found here ---------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FoundPrinter:
-    name: str
-    uri: str
-    default: bool = False
-
-
 def _safe_name(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", text).strip("-") or "printer"
 
 
-def cups_queues(server: str | None = None) -> list[FoundPrinter]:
+def cups_queues(server: str | None = None) -> list[PrinterSpec]:
     """The CUPS queues ``lpstat`` lists (none where CUPS is absent or not running)."""
     if shutil.which("lpstat") is None:
         return []
@@ -120,7 +113,7 @@ def cups_queues(server: str | None = None) -> list[FoundPrinter]:
         queues = CupsSpooler(server=server).printers()
     except (OSError, subprocess.SubprocessError):
         return []
-    return [FoundPrinter(q["name"], f"cups:{q['name']}", bool(q["is_default"])) for q in queues]
+    return [PrinterSpec(q["name"], f"cups:{q['name']}", bool(q["is_default"])) for q in queues]
 
 
 def _is_local_cups(uri: str) -> bool:
@@ -131,7 +124,7 @@ def _is_local_cups(uri: str) -> bool:
     return host in local and parts.path.startswith(("/printers/", "/classes/"))
 
 
-def ipp_printers(seconds: float = 3.0) -> list[FoundPrinter]:
+def ipp_printers(seconds: float = 3.0) -> list[PrinterSpec]:
     """IPP printers DNS-SD announces (``ippfind``) that answer Get-Printer-Attributes."""
     if shutil.which("ippfind") is None or ipp.ipptool_missing():
         return []
@@ -144,7 +137,7 @@ def ipp_printers(seconds: float = 3.0) -> list[FoundPrinter]:
         )
     except (OSError, subprocess.SubprocessError):
         return []
-    printers: list[FoundPrinter] = []
+    printers: list[PrinterSpec] = []
     for uri in dict.fromkeys(found.stdout.decode(errors="replace").split()):
         if not uri.startswith(("ipp://", "ipps://")) or _is_local_cups(uri):
             continue
@@ -153,11 +146,11 @@ def ipp_printers(seconds: float = 3.0) -> list[FoundPrinter]:
         except ipp.IppError:
             continue  # announced but not answering: not a printer this agent can use
         name = ipp.as_list(attributes.get("printer-name") or [urlsplit(uri).hostname])[0]
-        printers.append(FoundPrinter(_safe_name(str(name)), uri))
+        printers.append(PrinterSpec(_safe_name(str(name)), uri))
     return printers
 
 
-def discover(cups_server: str | None, seconds: float) -> list[FoundPrinter]:
+def discover(cups_server: str | None, seconds: float) -> list[PrinterSpec]:
     printers = cups_queues(cups_server)
     names = {p.name for p in printers}
     for printer in ipp_printers(seconds):
@@ -165,7 +158,7 @@ def discover(cups_server: str | None, seconds: float) -> list[FoundPrinter]:
         while name in names:
             name, n = f"{printer.name}-{n}", n + 1
         names.add(name)
-        printers.append(FoundPrinter(name, printer.uri))
+        printers.append(PrinterSpec(name, printer.uri))
     return printers
 
 
@@ -195,7 +188,7 @@ def _toml_string(value: str) -> str:
 def complete_config(
     path: Path,
     url: str,
-    printers: list[FoundPrinter],
+    printers: list[PrinterSpec],
     *,
     device: str | None = None,
     token_file: Path | None = None,

@@ -13,7 +13,8 @@ import pytest
 
 from qprint.agent import enrol
 from qprint.agent.config import read_toml
-from qprint.agent.enrol import FoundPrinter, complete_config, write_secret
+from qprint.agent.enrol import complete_config, write_secret
+from qprint.agent.printers import PrinterSpec
 
 URL = "https://print.example.com/qprint/"
 
@@ -31,8 +32,8 @@ def test_the_token_file_is_private_from_its_first_byte(tmp_path):
 def test_a_new_config_names_the_server_the_token_file_and_the_printers_found(tmp_path):
     config = tmp_path / "agent.toml"
     found = [
-        FoundPrinter("Office", "cups:Office", default=True),
-        FoundPrinter("lobby", "ipp://10.0.0.7/ipp/print"),
+        PrinterSpec("Office", "cups:Office", default=True),
+        PrinterSpec("lobby", "ipp://10.0.0.7/ipp/print"),
     ]
     token = complete_config(config, URL, found, device="shop-7")
     assert token == tmp_path.resolve() / "device.token"
@@ -57,8 +58,8 @@ def test_an_existing_config_keeps_what_it_says_and_gains_only_what_it_lacks(tmp_
     )
     config.write_text(original)
     found = [
-        FoundPrinter("labels-again", "socket://10.0.0.9"),  # the same printer: not twice
-        FoundPrinter("Office", "cups:Office", default=True),  # the config has its default
+        PrinterSpec("labels-again", "socket://10.0.0.9"),  # the same printer: not twice
+        PrinterSpec("Office", "cups:Office", default=True),  # the config has its default
     ]
     token = complete_config(config, URL, found, device="shop-7")
     assert token == tmp_path / "secrets" / "device.token"  # the file the config names
@@ -111,9 +112,9 @@ def test_printers_found_are_the_cups_queues_and_the_ipp_printers_that_answer(tmp
     monkeypatch.setattr(enrol.ipp.IppClient, "printer_attributes", attributes)
     found = enrol.discover(None, 1)
     assert found == [
-        FoundPrinter("Office", "cups:Office", True),
-        FoundPrinter("Labels", "cups:Labels", False),
-        FoundPrinter("Lobby-Printer", "ipp://lobby.local:631/ipp/print", False),
+        PrinterSpec("Office", "cups:Office", True),
+        PrinterSpec("Labels", "cups:Labels", False),
+        PrinterSpec("Lobby-Printer", "ipp://lobby.local:631/ipp/print", False),
     ]
 
 
