@@ -168,6 +168,9 @@ if env.str("QPRINT_WEBHOOK_ALLOW_HTTP", default=""):
 if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
     QPRINT["WEBHOOK_ALLOWED_HOSTS"] = env.list("QPRINT_WEBHOOK_ALLOWED_HOSTS")
 
+for _name in ("ENROLMENT_EXPIRES_SECONDS", "ENROLMENT_INTERVAL_SECONDS"):
+    if env.str(f"QPRINT_{_name}", default=""):
+        QPRINT[_name] = env.int(f"QPRINT_{_name}")
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
 
