@@ -17,6 +17,8 @@
   first: a deep body would be refused by the parser, not by the limit).
 - ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
+- ``qprint.E020``: ``INLINE_DOCUMENT_MAX_BYTES`` is not a non-negative integer, or is larger than
+  16 MiB (the document travels as base64 in one frame).
 - ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
 """
 
@@ -54,6 +56,8 @@ LIMITS = (
 )
 #: Deeper than this, Python's own JSON parser and encoder would run out of stack.
 MAX_JSON_DEPTH_CEILING = 200
+#: A pushed assignment carries its document as base64 in one text frame: no more than this.
+MAX_INLINE_CEILING = 16 * 1024 * 1024
 #: Seconds of the device socket's background work (fractions allowed).
 POSITIVE_NUMBERS = (
     "BUS_PROBE_SECONDS",
@@ -132,6 +136,17 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
                     id="qprint.E003",
                 )
             )
+
+    inline = user.get("INLINE_DOCUMENT_MAX_BYTES", DEFAULTS["INLINE_DOCUMENT_MAX_BYTES"])
+    if not _is_int(inline) or not 0 <= inline <= MAX_INLINE_CEILING:
+        errors.append(
+            checks.Error(
+                "QPRINT['INLINE_DOCUMENT_MAX_BYTES'] must be an integer from 0 to "
+                f"{MAX_INLINE_CEILING}, got {inline!r}.",
+                hint='See docs/PROTOCOL.md, "Pushed assignments".',
+                id="qprint.E020",
+            )
+        )
 
     for key in POSITIVE_NUMBERS:
         value = user.get(key, DEFAULTS[key])

@@ -39,6 +39,9 @@ DEFAULTS: dict[str, Any] = {
     # Device socket: frames a device may send per second on average (bursts of five seconds'
     # worth); a flood above it closes the socket with 4400.
     "MAX_FRAMES_PER_SECOND": 50,
+    # Device socket, pushed assignments: a document of at most this many bytes travels inside
+    # the pushed assignment (the device asks for up to its own limit; 0: always downloaded).
+    "INLINE_DOCUMENT_MAX_BYTES": 262144,
     # Input limits (docs/SECURITY.md, "Limits"): JSON nested deeper is refused (too_deep).
     "MAX_JSON_DEPTH": 32,
     # Entries of one JSON list or object (too_many).

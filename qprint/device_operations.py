@@ -18,9 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from qprint import documents
 from qprint.domain import commands, credentials
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
+from qprint.errors import NotFound
 from qprint.models import Device
 from qprint.serializers import assignment_body, command_object, event_object
 
@@ -47,6 +49,25 @@ def claim(
         return Answer(204, None)
     body = {**assignment_body(assignment), "document_url": document_url(assignment.job_id)}
     return Answer(200, body)
+
+
+def pushed_claim(
+    device_id: int, document_url: Callable[[Any], str], *, token_hash: str, inline_max: int
+) -> tuple[dict[str, Any], bytes | None] | None:
+    """The claim a socket in push mode makes for its device (docs/PROTOCOL.md, "Pushed
+    assignments"): the same claim as :func:`claim`, with the same gate and token check, and the
+    document's bytes when its size is at most ``inline_max`` (None: downloaded by the device).
+    None when there is nothing to hand out."""
+    answer = claim(device_id, document_url, token_hash=token_hash)
+    if answer.body is None:
+        return None
+    body, document = answer.body, None
+    if body["size"] <= inline_max:
+        try:
+            document = documents.open_document(body["job_id"])
+        except NotFound:  # gone: the device's download answers 404 and it reports FAILED
+            document = None
+    return body, document
 
 
 def event(device: Device | int, job_id: Any, body: Any, *, token_hash: str | None = None) -> Answer:

@@ -38,11 +38,12 @@ from typing import Any
 
 from django.db import connection as db
 
+from qprint.core import wire
 from qprint.domain import reconcile, sql
 from qprint.models import Device
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
-LEASE_HEARTBEATS = 3
+LEASE_HEARTBEATS = wire.HEARTBEAT_MISSED_INTERVALS
 
 
 class Replaced(Exception):

@@ -22,7 +22,7 @@ import time
 import uuid
 from typing import Any
 
-from channels.consumer import AsyncConsumer, get_handler_name
+from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
@@ -30,17 +30,19 @@ from django.urls import reverse
 
 from qprint import cluster, device_operations, metrics
 from qprint.conf import qprint_settings
-from qprint.domain import commands, connection, credentials, devices, throttle
+from qprint.core import wire
+from qprint.domain import commands, connection, credentials, devices, inputs, throttle
 from qprint.errors import Invalid, QPrintError
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
-    CLOSE_SERVER_ERROR,
-    SUBPROTOCOL,
     Close,
     DeviceSession,
     OperationRequest,
+    Ping,
     Plan,
+    PrintersReported,
     ProtocolError,
+    StateReported,
     encode,
 )
 
@@ -87,13 +89,14 @@ class DeviceConsumer(AsyncConsumer):
             await self._release()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # Unlike AsyncConsumer.dispatch: no aclose_old_connections() on the shared sync thread.
-        handler = getattr(self, get_handler_name(message), None)
+        # Unlike AsyncConsumer.dispatch: a table, not getattr, and no aclose_old_connections()
+        # on the shared sync thread.
+        handler = _MESSAGE_HANDLERS.get(message["type"])
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']!r}")
         if self.closing and message["type"].startswith("qprint."):
             return  # the socket is closing: nothing more to tell the device
-        await handler(message)
+        await handler(self, message)
 
     def deliver(self, message: dict[str, Any]) -> None:
         """Queue a message from the bus, the drain or the timer (called on the socket's loop)."""
@@ -102,8 +105,10 @@ class DeviceConsumer(AsyncConsumer):
     # -- upgrade ------------------------------------------------------------------------------
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
-        if SUBPROTOCOL not in self.scope.get("subprotocols", ()):
-            await self._refuse(401, "subprotocol_required", f"Subprotocol {SUBPROTOCOL} required.")
+        if wire.SUBPROTOCOL not in self.scope.get("subprotocols", ()):
+            await self._refuse(
+                401, "subprotocol_required", f"Subprotocol {wire.SUBPROTOCOL} required."
+            )
         token = _bearer(self.scope)
         if not token:
             await self._refuse(401, "unauthorized", "A device token is required.")
@@ -142,8 +147,10 @@ class DeviceConsumer(AsyncConsumer):
             heartbeat_seconds=self.heartbeat,
             max_frame_bytes=int(qprint_settings.MAX_FRAME_BYTES),
             max_frames_per_second=int(qprint_settings.MAX_FRAMES_PER_SECOND),
+            inline_cap=int(qprint_settings.INLINE_DOCUMENT_MAX_BYTES),
+            decode=_decode,
         )
-        await self.send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
+        await self.send({"type": "websocket.accept", "subprotocol": wire.SUBPROTOCOL})
         self.accepted = True
         await self._send_frame(self.session.hello(taken, time.monotonic()))
         self._bus = bus.current()
@@ -190,9 +197,8 @@ class DeviceConsumer(AsyncConsumer):
     async def websocket_receive(self, message: dict[str, Any]) -> None:
         session = self.session
         try:
-            frame = session.receive(message.get("text"), time.monotonic())
-            handler = getattr(self, f"frame_{frame['type']}")
-            await handler(frame)
+            event = session.receive(message.get("text"), time.monotonic())
+            await _EVENT_HANDLERS[type(event)](self, event)
         except ProtocolError as exc:
             frame, close = session.protocol_error(exc)
             await self._send_frame(frame)
@@ -200,28 +206,27 @@ class DeviceConsumer(AsyncConsumer):
         except connection.Replaced:
             await self._close(session.row_taken())
 
-    async def frame_state(self, frame: dict[str, Any]) -> None:
-        control, settings = self.session.applied_revisions(frame)
+    async def on_state(self, event: StateReported) -> None:
         first = not self.session.ready
         try:
             state = await socket_db.run(
                 connection.mark_ready,
                 self.device_id,
                 self.connection_id,
-                control,
-                settings,
+                event.control_revision,
+                event.settings_revision,
                 self.heartbeat,
             )
         except connection.Replaced:
             raise
         except Exception as exc:  # not recorded: the device reconnects and reports again
             logger.warning("socket_state_failed device=%s error=%r", self.device_id, exc)
-            await self._close(Close(CLOSE_SERVER_ERROR, "database_error"))
+            await self._close(Close(wire.CLOSE_SERVER_ERROR, "database_error"))
         if first:
             logger.info("socket_ready device=%s connection=%s", self.device_id, self.connection_id)
-        await self._carry_out(self.session.marked_ready(state))
+        await self._carry_out(self.session.marked_ready(state, event))
 
-    async def frame_ping(self, frame: dict[str, Any]) -> None:
+    async def on_ping(self, event: Ping) -> None:
         try:
             state = await socket_db.run(
                 connection.ping, self.device_id, self.connection_id, self.heartbeat
@@ -233,11 +238,9 @@ class DeviceConsumer(AsyncConsumer):
             return
         metrics.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
-    async def frame_printers(self, frame: dict[str, Any]) -> None:
+    async def on_printers(self, event: PrintersReported) -> None:
         try:
-            await socket_db.run(
-                devices.replace_printers, self.device_id, self.session.printers(frame)
-            )
+            await socket_db.run(devices.replace_printers, self.device_id, event.printers)
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
         except DataError as exc:  # the database refused a value the device sent
@@ -245,22 +248,13 @@ class DeviceConsumer(AsyncConsumer):
 
     # -- operations over the socket (claim, event, command result) ------------------------------
 
-    async def frame_claim(self, frame: dict[str, Any]) -> None:
-        await self._operation(frame)
-
-    async def frame_event(self, frame: dict[str, Any]) -> None:
-        await self._operation(frame)
-
-    async def frame_command_result(self, frame: dict[str, Any]) -> None:
-        await self._operation(frame)
-
-    async def _operation(self, frame: dict[str, Any]) -> None:
+    async def on_operation(self, request: OperationRequest) -> None:
         """Answer a request frame as the HTTP API would: a malformed one is the session's
         protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
-        request = self.session.operation(frame)
         started = time.perf_counter()
+        body = None
         try:
-            answer = await socket_db.run(self._perform, request)
+            answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
         except QPrintError as exc:
             status, error = exc.status, exc.code
             out = self.session.refused(request, exc.status, exc.code, exc.message)
@@ -269,25 +263,56 @@ class DeviceConsumer(AsyncConsumer):
             status, error = device_operations.UNAVAILABLE[:2]
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
-            status, error = answer.status, ""
+            status, error, body = answer.status, "", answer.body
             out = self.session.answer(request, answer.status, answer.body)
         metrics.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
+        if body is not None and self.session.push_after(request, body):
+            await self._push()
 
-    def _perform(self, request: OperationRequest) -> device_operations.Answer:
-        """The operation, on a socket thread, for the device as the HTTP API authenticates it."""
-        token_hash = self.session.token_hash
-        if request.operation == "claim":  # the token is checked in the claim's own lock
-            return device_operations.claim(
-                self.device_id, self._document_url, token_hash=token_hash
-            )
-        if request.operation == "event":  # and in the event's
-            return device_operations.event(
-                self.device_id, request.target, request.body, token_hash=token_hash
-            )
-        return device_operations.command_result(
-            self.device_id, request.target, request.body, token_hash=token_hash
+    def _claim(self, request: OperationRequest) -> device_operations.Answer:
+        """On a socket thread: the claim for the device as the HTTP API authenticates it (the
+        token is checked in the claim's own lock)."""
+        return device_operations.claim(
+            self.device_id, self._document_url, token_hash=self.session.token_hash
         )
+
+    def _event(self, request: OperationRequest) -> device_operations.Answer:
+        return device_operations.event(
+            self.device_id, request.target, request.body, token_hash=self.session.token_hash
+        )
+
+    def _command_result(self, request: OperationRequest) -> device_operations.Answer:
+        return device_operations.command_result(
+            self.device_id, request.target, request.body, token_hash=self.session.token_hash
+        )
+
+    # -- pushed assignments ----------------------------------------------------------------------
+
+    async def _push(self) -> bool:
+        """Claim for the device (push mode) and send what the claim hands out; True when an
+        assignment went out. A refusal (the gate closed meanwhile) or a database error sends
+        nothing: the next wakeup, event or heartbeat tries again."""
+        session = self.session
+        try:
+            pushed = await socket_db.run(
+                device_operations.pushed_claim,
+                self.device_id,
+                self._document_url,
+                token_hash=session.token_hash,
+                inline_max=session.push_inline_max or 0,
+            )
+        except QPrintError as exc:
+            logger.debug("push_refused device=%s error=%s", self.device_id, exc.code)
+            return False
+        except DatabaseError as exc:
+            logger.warning("push_failed device=%s error=%r", self.device_id, exc)
+            return False
+        if pushed is None:
+            return False
+        body, document = pushed
+        await self._send_frame(session.pushed(body, document))
+        return True
 
     def _document_url(self, job_id) -> str:
         """The document's absolute URL on the host this socket was opened on."""
@@ -336,7 +361,7 @@ class DeviceConsumer(AsyncConsumer):
     # -- carrying out the session's answers -------------------------------------------------------
 
     async def _carry_out(self, plan: Plan) -> bool:
-        """Carry out ``plan``; True when it sent a ``wake`` (for the metrics)."""
+        """Carry out ``plan``; True when it sent a ``wake`` or pushed a job (for the metrics)."""
         if plan.close is not None:
             await self._close(plan.close)
         for frame in plan.frames:
@@ -357,7 +382,9 @@ class DeviceConsumer(AsyncConsumer):
                 await self._send_frame(frame)
         for frame in plan.then:
             await self._send_frame(frame)
-        return any(frame.get("type") == "wake" for frame in plan.then)
+        if plan.push:
+            return await self._push()
+        return any(frame.get("type") == wire.WAKE for frame in plan.then)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if self.accepted and not self.closing:
@@ -417,3 +444,37 @@ class DeviceConsumer(AsyncConsumer):
                     self.connection_id,
                     exc,
                 )
+
+
+def _decode(text: str) -> Any:
+    """A frame's JSON, within the input limits (docs/SECURITY.md, "Limits")."""
+    try:
+        return inputs.parse_json("frame", text)
+    except Invalid as exc:
+        raise ValueError(exc.message) from None
+
+
+#: Channels messages -> the consumer's handler (the socket's events and its own queue's).
+_MESSAGE_HANDLERS = {
+    "websocket.connect": DeviceConsumer.websocket_connect,
+    "websocket.receive": DeviceConsumer.websocket_receive,
+    "websocket.disconnect": DeviceConsumer.websocket_disconnect,
+    "qprint.wake": DeviceConsumer.qprint_wake,
+    "qprint.reconcile": DeviceConsumer.qprint_reconcile,
+    "qprint.replaced": DeviceConsumer.qprint_replaced,
+    "qprint.drain": DeviceConsumer.qprint_drain,
+    "qprint.heartbeat_check": DeviceConsumer.qprint_heartbeat_check,
+}
+#: The session's events (frames from the device) -> the consumer's handler.
+_EVENT_HANDLERS = {
+    StateReported: DeviceConsumer.on_state,
+    Ping: DeviceConsumer.on_ping,
+    PrintersReported: DeviceConsumer.on_printers,
+    OperationRequest: DeviceConsumer.on_operation,
+}
+#: Operation requests -> what runs them on a socket thread.
+_OPERATIONS = {
+    wire.CLAIM: DeviceConsumer._claim,
+    wire.EVENT: DeviceConsumer._event,
+    wire.COMMAND_RESULT: DeviceConsumer._command_result,
+}

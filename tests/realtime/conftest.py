@@ -144,19 +144,21 @@ class DeviceSocket:
     async def nothing(self, timeout: float = 0.3) -> bool:
         return await self.communicator.receive_nothing(timeout)
 
-    async def hello_and_ready(self) -> dict[str, Any]:
-        """Connect, read hello, report the revisions applied; returns hello."""
+    async def hello_and_ready(self, push: int | None = None) -> dict[str, Any]:
+        """Connect, read hello, report the revisions applied (``push``: asking for pushed
+        assignments with documents of up to that many bytes inline); returns hello."""
         connected, subprotocol = await self.connect()
         assert connected and subprotocol == "qprint.v1"
         hello = await self.receive()
         assert hello["type"] == "hello"
-        await self.send(
-            {
-                "type": "state",
-                "control_revision": hello["control"]["revision"],
-                "settings_revision": hello["settings"]["revision"],
-            }
-        )
+        state = {
+            "type": "state",
+            "control_revision": hello["control"]["revision"],
+            "settings_revision": hello["settings"]["revision"],
+        }
+        if push is not None:
+            state["push"] = {"inline_max_bytes": push}
+        await self.send(state)
         return hello
 
     async def close(self) -> None:
