@@ -147,10 +147,9 @@ async def test_a_paused_device_gets_no_push_until_resumed(device_and_token, sock
     await adb(api.resume_device, device.pk)
     control = await s.receive()
     assert control["type"] == "control" and control["paused"] is False
-    await s.send(
-        {"type": "state", "control_revision": control["revision"], "settings_revision": 1,
-         "push": {"inline_max_bytes": 4096}}  # fmt: skip
-    )
+    push = {"inline_max_bytes": 4096}
+    revisions = {"control_revision": control["revision"], "settings_revision": 1}
+    await s.send({"type": "state", **revisions, "push": push})
     frame = await s.receive()
     assert frame["type"] == "assignment" and frame["pushed"]
 

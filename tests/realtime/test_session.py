@@ -9,9 +9,6 @@ from dataclasses import replace
 
 import pytest
 
-from qprint.domain import gate
-from qprint.domain.commands import Delivery
-from qprint.domain.connection import DeviceState, Taken
 from qprint.core.wire import (
     CLOSE_DISABLED,
     CLOSE_DRAINING,
@@ -19,6 +16,9 @@ from qprint.core.wire import (
     CLOSE_PROTOCOL_ERROR,
     CLOSE_REPLACED,
 )
+from qprint.domain import gate
+from qprint.domain.commands import Delivery
+from qprint.domain.connection import DeviceState, Taken
 from qprint.realtime.session import (
     DeviceSession,
     OperationRequest,
@@ -369,7 +369,7 @@ def test_without_push_the_device_is_woken_and_nothing_is_pushed():
 
 
 def test_after_hello_and_state_a_waiting_job_is_pushed_never_woken():
-    s, plan = push_session(row=state())
+    _, plan = push_session(row=state())
     assert plan.push and plan.then == []
 
 
