@@ -231,12 +231,13 @@ class DeviceAgent:
             self.connected = True
             self.backoff.reset()
             logger.info(
-                "connected device=%s node=%s connection=%s url=%s paused=%s",
+                "connected device=%s node=%s connection=%s url=%s paused=%s push=%s",
                 self.name,
                 hello.node,
                 hello.connection_id,
                 endpoints.base,
                 hello.paused,
+                self.push,
             )
             pinger = asyncio.create_task(self._ping(ws, hello.heartbeat_seconds))
             if self.config.report_printers:

@@ -6,10 +6,14 @@ Each piece can be killed and brought back; every process is stopped by ``Cluster
 """
 
 import base64
+import collections
+import hashlib
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -238,28 +242,64 @@ def admin_drain(base: str, username: str, password: str, node_id: str) -> None:
         assert response.status_code == 302, response.text[:500]
 
 
-def fleet_args(url: str, tokens_file: Path, state_dir: Path, spool_dir: Path, count: int):
-    return python(
-        "-m",
-        "qprint.agent",
-        "--url",
-        url,
-        "--tokens-file",
-        str(tokens_file),
-        "--devices",
-        str(count),
-        "--state-dir",
-        str(state_dir),
-        "--spooler",
-        "directory",
-        "--spool-dir",
-        str(spool_dir),
-        "--backoff-initial",
-        "0.2",
-        "--backoff-max",
-        "2",
-        "--no-report-printers",
+def fleet_args(
+    url: str,
+    tokens_file: Path,
+    state_dir: Path,
+    spool_dir: Path,
+    count: int,
+    raw_printer: str | None = None,
+):
+    """The agent process of the devices: the directory spooler writing to ``spool_dir``, or
+    with ``raw_printer`` (``host:port``) every device's one printer a raw ``socket://`` one."""
+    printer = (
+        ["--printer", f"raw=socket://{raw_printer}"]
+        if raw_printer
+        else ["--spooler", "directory", "--spool-dir", str(spool_dir)]
     )
+    return python(
+        "-m", "qprint.agent", "--url", url, "--tokens-file", str(tokens_file),
+        "--devices", str(count), "--state-dir", str(state_dir), *printer,
+        "--backoff-initial", "0.2", "--backoff-max", "2", "--no-report-printers",
+    )  # fmt: skip
+
+
+class RecordingRawPrinter:
+    """A raw (``socket://``) printer on 127.0.0.1: each connection's bytes are one delivery,
+    recorded before the close that tells the agent the document was taken."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
+        self.deliveries: list[bytes] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn):
+        data = bytearray()
+        with conn:
+            try:
+                while chunk := conn.recv(65536):
+                    data += chunk
+            except OSError:
+                pass
+            with self._lock:
+                self.deliveries.append(bytes(data))
+
+    def deliveries_by_sha256(self) -> collections.Counter:
+        with self._lock:
+            return collections.Counter(hashlib.sha256(d).hexdigest() for d in self.deliveries)
+
+    def close(self):
+        self.server.close()
 
 
 def run_quietly(args: list[str]) -> None:
