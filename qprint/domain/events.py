@@ -31,8 +31,18 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
-from django.db.models import F, IntegerField, OuterRef, Subquery, UUIDField
+from django.db.models import (
+    BooleanField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    UUIDField,
+)
 from django.db.models.functions import Now
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from qprint.conf import qprint_settings
@@ -214,6 +224,7 @@ def _build_job_lock():
             announced=outbox.tenant_subscribed(OuterRef("tenant")),
             device_token_hash=F("device__token_hash"),
             device_enabled=F("device__enabled"),
+            waited=ExpressionWrapper(Q(waited_until__gt=Now()), output_field=BooleanField()),
         )[:1]
     )
 
@@ -373,11 +384,25 @@ def _moved(job: PrintJob, current: str, target: str) -> None:
     """What follows a move once it commits: the device is woken, the application told."""
     logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
     # A job locked by record_device_event knows whether its tenant has webhooks (``announced``).
-    outbox.announce_job(job.pk, job.tenant, target, subscribed=getattr(job, "announced", True))
+    outbox.announce_job(
+        job.pk,
+        job.tenant,
+        target,
+        subscribed=getattr(job, "announced", True),
+        waited=_waited(job),
+    )
     if current == JobStatus.CLAIMED:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):
         send_job_finished_after_commit(job)
+
+
+def _waited(job: PrintJob) -> bool:
+    """Whether a ``?wait`` request watches the job (the lock's ``waited``, else the column)."""
+    waited = getattr(job, "waited", None)
+    if waited is not None:
+        return bool(waited)
+    return job.waited_until is not None and job.waited_until > timezone.now()
 
 
 def record_server_event(
