@@ -70,10 +70,20 @@ def pushed_claim(
     return body, document
 
 
-def event(device: Device | int, job_id: Any, body: Any, *, token_hash: str | None = None) -> Answer:
+def event(
+    device: Device | int,
+    job_id: Any,
+    body: Any,
+    *,
+    token_hash: str | None = None,
+    pushes_next: bool = False,
+) -> Answer:
     """201 a new event, 200 the replay of one already recorded (same id, same content).
-    ``token_hash``: as for :func:`claim` (checked in the event's own lock)."""
-    outcome = record_device_event(device, job_id, body, token_hash=token_hash)
+    ``token_hash``: as for :func:`claim` (checked in the event's own lock). ``pushes_next``: the
+    socket pushes the next job itself after this answer (no wakeup of the device)."""
+    outcome = record_device_event(
+        device, job_id, body, token_hash=token_hash, pushes_next=pushes_next
+    )
     answer = {
         **event_object(outcome.event),
         "job_id": str(outcome.job.pk),

@@ -279,7 +279,11 @@ class DeviceConsumer(AsyncConsumer):
 
     def _event(self, request: OperationRequest) -> device_operations.Answer:
         return device_operations.event(
-            self.device_id, request.target, request.body, token_hash=self.session.token_hash
+            self.device_id,
+            request.target,
+            request.body,
+            token_hash=self.session.token_hash,
+            pushes_next=self.session.pushes_after(request),
         )
 
     def _command_result(self, request: OperationRequest) -> device_operations.Answer:

@@ -345,17 +345,22 @@ class DeviceSession:
             return {"type": wire.EVENT_RECORDED, "request_id": rid, "status": status, "event": body}
         return {"type": wire.COMMAND_RECORDED, "request_id": rid, "status": status, "command": body}
 
-    def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
-        """Whether to push once ``request`` was answered with ``body``: in push mode, when the
-        device's RECEIVED or final event for the job last pushed is recorded, that job has left
-        CLAIMED and the next one may go out at once."""
+    def pushes_after(self, request: OperationRequest) -> bool:
+        """Whether this connection will push once ``request`` is answered (before it runs): in
+        push mode, an event that may release the job last pushed (RECEIVED or final). The event
+        then needs no wakeup of the device: this connection claims the next job itself."""
         return (
             self.push_inline_max is not None
             and request.operation == wire.EVENT
             and request.target == self.pushed_job
             and request.body.get("type") in _RELEASING_EVENTS
-            and (body or {}).get("job_status") != "CLAIMED"
         )
+
+    def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
+        """Whether to push once ``request`` was answered with ``body``: in push mode, when the
+        device's RECEIVED or final event for the job last pushed is recorded, that job has left
+        CLAIMED and the next one may go out at once."""
+        return self.pushes_after(request) and (body or {}).get("job_status") != "CLAIMED"
 
     @staticmethod
     def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:

@@ -161,3 +161,25 @@ async def test_without_push_the_device_is_woken_as_before(device_and_token, sock
     await s.hello_and_ready()
     assert await s.receive() == {"type": "wake"}
     assert await adb(lambda: PrintJob.objects.get(device=device).status) == "QUEUED"
+
+
+async def test_received_over_the_pushing_socket_publishes_no_wakeup(device_and_token, sockets):
+    """The socket that pushed the job claims the next one itself once RECEIVED is recorded: the
+    job leaving CLAIMED wakes nobody (over HTTP, or without push, it wakes the device)."""
+    from qprint.domain import wakeups
+
+    device, token = device_and_token
+    await adb(submit, device)
+    await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    one = await s.receive()
+    recording = wakeups.RecordingPublisher()
+    previous = wakeups.set_publisher(recording)
+    try:
+        await s.send(event_frame("r1", one, "RECEIVED"))
+        assert (await s.receive())["request_id"] == "r1"
+        assert (await s.receive())["pushed"] is True  # job 2, pushed without a wakeup
+        assert [r for r in recording.recorded if r[2] == "job_released"] == []
+    finally:
+        wakeups.set_publisher(previous)
