@@ -81,6 +81,9 @@ class DeviceConsumer(AsyncConsumer):
         self.closing = False
         self._timer: asyncio.TimerHandle | None = None
         self._bus: bus.DeviceBus | None = None
+        #: When the last read of the row began (monotonic): a reconcile asked for an earlier
+        #: moment has nothing to catch up.
+        self._row_read_at = float("-inf")
         try:
             await await_many_dispatch([receive, self.inbox.get], self.dispatch)
         except StopConsumer:
@@ -208,6 +211,7 @@ class DeviceConsumer(AsyncConsumer):
 
     async def on_state(self, event: StateReported) -> None:
         first = not self.session.ready
+        self._row_read_at = time.monotonic()
         try:
             state = await socket_db.run(
                 connection.mark_ready,
@@ -227,6 +231,7 @@ class DeviceConsumer(AsyncConsumer):
         await self._carry_out(self.session.marked_ready(state, event))
 
     async def on_ping(self, event: Ping) -> None:
+        self._row_read_at = time.monotonic()
         try:
             state = await socket_db.run(
                 connection.ping, self.device_id, self.connection_id, self.heartbeat
@@ -334,6 +339,9 @@ class DeviceConsumer(AsyncConsumer):
         metrics.wakeup_handled(message, await self._reconcile())
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
+        since = message.get("subscribed_at")
+        if isinstance(since, float) and self._row_read_at >= since:
+            return  # the row was read after the subscription: nothing was missed
         await self._reconcile()
 
     async def qprint_replaced(self, message: dict[str, Any]) -> None:
@@ -352,6 +360,7 @@ class DeviceConsumer(AsyncConsumer):
             self._arm_timer(answer)
 
     async def _reconcile(self) -> bool | None:
+        self._row_read_at = time.monotonic()
         try:
             state = await socket_db.run(connection.read, self.device_id, self.connection_id)
         except connection.Replaced:
