@@ -39,9 +39,13 @@ logger = logging.getLogger("qprint.bus")
 
 #: How long one layer operation may take before the bus counts it as failed.
 LAYER_TIMEOUT_SECONDS = 2.0
-#: A probe that timed out while this process's event loop ran this late is the loop's fault (a
-#: connect burst), not the bus's: it is tried again, the bus stays up.
-LOOP_LAG_EXCUSE_SECONDS = 0.5
+#: A layer operation that timed out while this process's event loop ran this late (a callback
+#: due now ran that much later) is the loop's fault, not the bus's: a connect burst keeps the loop
+#: busy, and a round trip through Redis takes several turns of the loop. It is tried again; the
+#: bus stays up.
+LOOP_LAG_EXCUSE_SECONDS = 0.1
+#: Probes in a row that must time out (on a loop that was not late) before the bus is down.
+PROBE_TIMEOUTS_FOR_OUTAGE = 2
 #: After an outage, the sockets reconcile (read their rows) this many per second, not all at once.
 RECONCILE_PER_SECOND = 1000
 
@@ -77,6 +81,8 @@ class DeviceBus:
         #: The most the loop ran late since the last probe began (measured by a 0.25 s tick).
         self.max_lag = 0.0
         self.publish_failures = 0
+        self.excused_timeouts = 0
+        self._probe_timeouts = 0
         self._reconciling: asyncio.Task | None = None
 
     # -- registry ---------------------------------------------------------------------------
@@ -225,7 +231,7 @@ class DeviceBus:
                     LAYER_TIMEOUT_SECONDS,
                 )
             except Exception as exc:
-                self._set_down(f"group_add: {exc!r}")
+                self._failed("group_add", exc)
                 return
             self.subscribed.add(device_id)
             if device_id not in self.reconciled:
@@ -250,7 +256,7 @@ class DeviceBus:
                     LAYER_TIMEOUT_SECONDS,
                 )
             except Exception as exc:
-                self._set_down(f"group_discard: {exc!r}")
+                self._failed("group_discard", exc)
 
     def _refresh_groups_if_expiring(self) -> None:
         expiry = getattr(self.layer, "group_expiry", None)
@@ -274,20 +280,28 @@ class DeviceBus:
             await asyncio.wait_for(future, LAYER_TIMEOUT_SECONDS)
         except asyncio.CancelledError:
             raise
-        except TimeoutError:
-            if self.max_lag >= LOOP_LAG_EXCUSE_SECONDS:
-                # The loop was late, not Redis: probe again next time, change nothing.
-                logger.info("bus_probe_late loop_lag=%.2fs", self.max_lag)
-                return
-            self._set_down("probe: TimeoutError()")
+        except TimeoutError as exc:
+            self._probe_timeouts += 1
+            if self._probe_timeouts >= PROBE_TIMEOUTS_FOR_OUTAGE or not self.up:
+                self._failed("probe", exc)
             return
         except Exception as exc:
             self._set_down(f"probe: {exc!r}")
             return
         finally:
             self._probe = None
+        self._probe_timeouts = 0
         if not self.up:
             self._set_up()
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        """A layer operation failed: an outage, unless it only timed out while this process's
+        loop ran late (then it is tried again and counted)."""
+        if isinstance(exc, TimeoutError) and self.max_lag >= LOOP_LAG_EXCUSE_SECONDS:
+            self.excused_timeouts += 1
+            logger.info("bus_late what=%s loop_lag=%.2fs", what, self.max_lag)
+            return
+        self._set_down(f"{what}: {exc!r}")
 
     def _set_down(self, reason: str) -> None:
         if self.up:

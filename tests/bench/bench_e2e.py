@@ -96,13 +96,19 @@ class DeployedNode(Node):
         )
 
 
-def start_nodes(url: str, redis_url: str, *, as_deployed: bool = True) -> list[Node]:
-    """Nodes A and B; ``as_deployed=False``: as this benchmark ran them before (WARNING logs,
-    no ``--proxy-headers``), for the comparison."""
+def start_nodes(
+    url: str,
+    redis_url: str,
+    *,
+    as_deployed: bool = True,
+    names: tuple[str, ...] = ("bench-a", "bench-b"),
+) -> list[Node]:
+    """Nodes A and B (or ``names``); ``as_deployed=False``: as this benchmark ran them before
+    (WARNING logs, no ``--proxy-headers``), for the comparison."""
     extra = {} if as_deployed else {"LOG_LEVEL": "WARNING", "QPRINT_HEARTBEAT_SECONDS": "20"}
     nodes = [
         DeployedNode(name, deployed_env(url, redis_url, name, **extra), as_deployed)
-        for name in ("bench-a", "bench-b")
+        for name in names
     ]
     for n in nodes:
         n.start()
