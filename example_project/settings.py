@@ -157,6 +157,12 @@ if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
 
+# CloudPRNT printers (docs/CLOUDPRNT.md).
+if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):
+    QPRINT["CLOUDPRNT_CONFIRM_SECONDS"] = env.float("QPRINT_CLOUDPRNT_CONFIRM_SECONDS")
+if env.str("QPRINT_CLOUDPRNT_POLL_SECONDS", default=""):
+    QPRINT["CLOUDPRNT_POLL_SECONDS"] = env.float("QPRINT_CLOUDPRNT_POLL_SECONDS")
+
 QCLUSTER = {}
 if env.str("QCLUSTER_DRAIN_GRACE_SECONDS", default=""):
     QCLUSTER["DRAIN_GRACE_SECONDS"] = env.int("QCLUSTER_DRAIN_GRACE_SECONDS")
@@ -171,8 +177,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "keyvalue": {"()": "qprint.logs.KeyValueFormatter"},
-        "json": {"()": "qprint.logs.JsonFormatter"},
+        "keyvalue": {"()": "qprint.core.logs.KeyValueFormatter"},
+        "json": {"()": "qprint.core.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {

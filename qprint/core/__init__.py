@@ -1,2 +1,12 @@
-"""qprint's foundation: pieces with no models and nothing of qprint above them
-(docs/ARCHITECTURE.md). The agent may import :mod:`qprint.core.wire` only."""
+"""qprint's foundation: what every layer above may import and that imports nothing of them.
+
+No model and nothing of ``qprint.models``, ``qprint.domain`` or a transport: the job state
+machine (:mod:`~qprint.core.states`), the refusals with their code and status
+(:mod:`~qprint.core.errors`), the input limits (:mod:`~qprint.core.inputs`), the claim gate's pure
+decision (:mod:`~qprint.core.gate`), prepared queries (:mod:`~qprint.core.prepared`), the SQL text
+that differs by database vendor (:mod:`~qprint.core.sql`), the settings (:mod:`~qprint.core.conf`,
+checked by :mod:`~qprint.core.checks`), the database threads (:mod:`~qprint.core.executor`), the
+log formatters (:mod:`~qprint.core.logs`), the doors into qcluster (:mod:`~qprint.core.cluster`)
+and the device socket's wire constants (:mod:`~qprint.core.wire`, which imports nothing: the
+agent imports it too, and nothing else of qprint).
+"""

@@ -15,6 +15,10 @@ applied. This module is the only writer of those four columns, and every write i
   heartbeat.
 - :func:`mark_ready` - record the revisions the device applied and mark the connection ready.
 - :func:`clear` - forget the connection on close.
+- :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is no socket, the polling
+  is the connection. A live connection from the printer's bound MAC renews its lease in one
+  statement; otherwise the poll takes the row (and binds ``printer_mac`` when none is bound).
+  ``printer_mac`` is written here only (:func:`poll`, :func:`forget_printer`).
 
 Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``: a statement that
 matches no row means another connection took the device, and the caller closes with 4000
@@ -25,7 +29,7 @@ webhooks, :func:`take` and :func:`clear` run in one transaction with the outbox 
 them (``qprint.webhooks.outbox.announcing_device``); otherwise the statement runs alone, as always.
 
 The state a statement returns (:class:`DeviceState`) carries the inputs of the claim gate
-(:mod:`qprint.domain.gate`), the lease judged in the same statement, so the session decides
+(:mod:`qprint.core.gate`), the lease judged in the same statement, so the session decides
 ``wake`` exactly as a claim would. The functions are synchronous (Django's connection); the socket
 path runs them on its own threads (``qprint.realtime.socket_db``).
 """
@@ -38,9 +42,9 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.core import wire
-from qprint.domain import reconcile, sql
-from qprint.models import Device
+from qprint.core import sql, wire
+from qprint.domain import reconcile
+from qprint.models import Device, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
 LEASE_HEARTBEATS = wire.HEARTBEAT_MISSED_INTERVALS
@@ -67,7 +71,7 @@ class Taken:
 class DeviceState:
     """What the row says now: enough to decide, without another query, what to tell the device.
 
-    Its first eight fields are the claim gate's inputs (:class:`qprint.domain.gate.GateInputs`).
+    Its first eight fields are the claim gate's inputs (:class:`qprint.core.gate.GateInputs`).
     """
 
     enabled: bool
@@ -86,17 +90,17 @@ class DeviceState:
 
 def _state_columns() -> str:
     """The state a connection needs, as columns of the device row plus scalar subqueries."""
-    t = sql.tables()
+    t = raw.tables()
     d = t["device"]  # SQLite's RETURNING does not see a table alias: qualify by name
     return f"""
-        {d}.enabled, {sql.live_connection(d)} AS connection_live, {d}.connection_ready,
+        {d}.enabled, {raw.live_connection(d)} AS connection_live, {d}.connection_ready,
         {d}.paused, {d}.control_revision, {d}.control_applied_revision,
         {d}.settings_revision, {d}.settings_applied_revision, {d}.token_hash,
         EXISTS (SELECT 1 FROM {t["command"]} c
                 WHERE c.device_id = {d}.id AND c.status = 'PENDING') AS command_pending,
         (SELECT j.id FROM {t["job"]} j
          WHERE j.device_id = {d}.id AND j.status = 'CLAIMED' LIMIT 1) AS claimed_job_id,
-        {sql.claimable_job_exists(d)} AS job_queued
+        {raw.claimable_job_exists(d)} AS job_queued
     """
 
 
@@ -139,7 +143,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
-    t = sql.tables()
+    t = raw.tables()
     with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
         cursor.execute(
             f"""
@@ -173,7 +177,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
 def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> DeviceState:
     """Renew the lease and learn, in the same statement, what the connection has not been told."""
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
@@ -190,7 +194,7 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
 
 def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     """What :func:`ping` returns, without renewing the lease (a wakeup, a reconcile)."""
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
@@ -214,7 +218,7 @@ def mark_ready(
 
     The caller has checked that the revisions are not above those it sent (4400 otherwise).
     """
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
@@ -239,7 +243,7 @@ def mark_ready(
 
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     """Forget this connection (socket closed). False when a newer connection holds the row."""
-    t = sql.tables()
+    t = raw.tables()
     with (
         outbox.announcing_device(device_id, DEVICE_DISCONNECTED) as announce,
         db.cursor() as cursor,
@@ -259,9 +263,119 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     return cleared
 
 
+class MacRefused(Exception):
+    """A CloudPRNT poll from another MAC address than the one the device is bound to."""
+
+    def __init__(self, bound: str) -> None:
+        super().__init__(f"the device is bound to printer {bound}")
+        self.bound = bound
+
+
+@dataclass(frozen=True)
+class Polled:
+    """What a CloudPRNT poll's statement returns: the row's state (the claim gate's inputs, a
+    held or claimable job), whether this poll took the connection (it was not live), and the
+    printer's row as stored (``None`` before its first report)."""
+
+    state: DeviceState
+    taken: bool
+    printer_status: str | None
+    printer_capabilities: dict[str, Any] | None
+
+
+def _poll_columns() -> str:
+    t = raw.tables()
+    d, p = t["device"], t["printer"]
+    return f"""{_state_columns()},
+        (SELECT p.status FROM {p} p WHERE p.device_id = {d}.id
+         ORDER BY p.is_default DESC, p.id LIMIT 1) AS printer_status,
+        (SELECT p.capabilities FROM {p} p WHERE p.device_id = {d}.id
+         ORDER BY p.is_default DESC, p.id LIMIT 1) AS printer_capabilities"""
+
+
+def _polled(row: tuple, taken: bool) -> Polled:
+    capabilities = sql.json_value(row[13]) if row[13] is not None else None
+    return Polled(
+        state=_state(row[:12]),
+        taken=taken,
+        printer_status=row[12],
+        printer_capabilities=capabilities,
+    )
+
+
+def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
+    """A CloudPRNT printer polled: its connection is the polling itself (docs/CLOUDPRNT.md).
+
+    The common case is ONE statement: a live connection from the bound MAC renews its lease
+    (``3 x poll_seconds``) and returns the state a claim needs. Otherwise (the first poll, or the
+    first after the lease ran out) the row is taken: a new ``connection_id``, ready at once (a
+    printer has nothing to apply: the server applies control and settings for it, so the applied
+    revisions are the current ones), the MAC bound when none is, and ``device.connected``
+    announced. A poll from another MAC than the bound one changes nothing: :class:`MacRefused`.
+    """
+    t = raw.tables()
+    d = t["device"]
+    lease = lease_seconds(poll_seconds)
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {d} SET
+                connection_node = %s, connection_ready = {sql.true()},
+                control_applied_revision = control_revision,
+                settings_applied_revision = settings_revision,
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+            WHERE id = %s AND printer_mac = %s AND {raw.live_connection(d)}
+            RETURNING {_poll_columns()}
+            """,
+            [node, lease, device_id, mac],
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        return _polled(row, taken=False)
+    with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {d} SET
+                connection_id = %s, connection_node = %s, connection_ready = {sql.true()},
+                control_applied_revision = control_revision,
+                settings_applied_revision = settings_revision,
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+                connection_since = {sql.now()},
+                printer_mac = CASE WHEN printer_mac = '' THEN %s ELSE printer_mac END
+            WHERE id = %s AND (printer_mac = '' OR printer_mac = %s)
+            RETURNING {_poll_columns()}
+            """,
+            [sql.uuid_param(uuid.uuid4()), node, lease, mac, device_id, mac],
+        )
+        row = cursor.fetchone()
+        if row is not None:
+            announce()
+    if row is None:
+        bound = Device.objects.filter(pk=device_id).values_list("printer_mac", flat=True).first()
+        raise MacRefused(bound or "")
+    return _polled(row, taken=True)
+
+
+def forget_printer(device_id: int) -> bool:
+    """Unbind a CloudPRNT device's printer (a replaced printer): the next poll, from any MAC,
+    binds again. The connection is forgotten with it. False when the device does not exist."""
+    t = raw.tables()
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {t["device"]} SET
+                printer_mac = '', connection_id = NULL, connection_node = '',
+                connection_ready = {sql.false()}, connection_lease_expires_at = NULL
+            WHERE id = %s
+            """,
+            [device_id],
+        )
+        return cursor.rowcount == 1
+
+
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:
     """The device's settings revision and values (read only when the revision moved)."""
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,

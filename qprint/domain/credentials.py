@@ -20,11 +20,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, CharField, ExpressionWrapper, IntegerField, Q
 from django.db.models.functions import Now
 
-from qprint.domain import inputs, throttle
-from qprint.domain.prepared import Param, PreparedQuery
+from qprint.core import inputs
+from qprint.core.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
+from qprint.core.prepared import Param, PreparedQuery
+from qprint.domain import throttle
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
-from qprint.models import ApplicationKey, Device
+from qprint.models import ApplicationKey, Device, DeviceKind
 
 logger = logging.getLogger("qprint.credentials")
 
@@ -69,8 +70,12 @@ _KEY_BY_SECRET = _Lookup(
 )
 
 
-def device_for_token(token: str, *, throttle_values: dict | None = None) -> Device | None:
-    """The device this token belongs to, enabled or not (the caller answers 403 if disabled).
+def device_for_token(
+    token: str, *, throttle_values: dict | None = None, kind: str = DeviceKind.AGENT
+) -> Device | None:
+    """The device of ``kind`` this token belongs to, enabled or not (the caller answers 403 if
+    disabled). A token of a device of another kind is answered as an unknown one: a CloudPRNT
+    printer's token opens no socket and an agent's token polls no CloudPRNT endpoint.
     ``throttle_values``: the throttle's placeholders (:func:`authenticate`); then the throttle's
     ``EXISTS`` is answered in the same SELECT, as the annotation ``throttled``."""
     if not token:
@@ -78,6 +83,8 @@ def device_for_token(token: str, *, throttle_values: dict | None = None) -> Devi
     digest = hash_secret(token)
     device = _DEVICE_BY_TOKEN.first(digest, throttle_values)
     if device is None or not hmac.compare_digest(device.token_hash, digest):
+        return None
+    if device.kind != kind:
         return None
     return device
 
@@ -91,8 +98,8 @@ _DEVICE_BY_ID_AND_TOKEN = PreparedQuery(
 
 def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str) -> None:
     """A socket's device, read by the statement of its operation, still holds the token it
-    authenticated with (:class:`~qprint.errors.Unauthorized`, 401, otherwise) and is enabled
-    (:class:`~qprint.errors.Disabled`, 403): what the HTTP API would answer now."""
+    authenticated with (:class:`~qprint.core.errors.Unauthorized`, 401, otherwise) and is enabled
+    (:class:`~qprint.core.errors.Disabled`, 403): what the HTTP API would answer now."""
     if stored_hash is None or not hmac.compare_digest(stored_hash, token_hash):
         raise Unauthorized()
     if not enabled:
@@ -117,7 +124,7 @@ def device_with_token_hash(device_id: int, token_hash: str) -> Device | None:
 
 def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str) -> Any:
     """The principal ``lookup(secret)`` finds, through the throttle of failed authentications
-    (:mod:`qprint.domain.throttle`): :class:`~qprint.errors.RateLimited` once ``source`` or the
+    (:mod:`qprint.domain.throttle`): :class:`~qprint.core.errors.RateLimited` once ``source`` or the
     secret's prefix failed too often (even for a right secret), ``None`` for an unknown secret
     (counted). The throttle's check rides on the lookup's own SELECT."""
     principal = lookup(secret, throttle_values=throttle.throttle_values(source, secret))
@@ -154,11 +161,16 @@ def _device_id(device: Device | int) -> int:
     return device.pk if isinstance(device, Device) else int(device)
 
 
-def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Device, str]:
-    """Register a device; returns it and its token (shown once, only its hash is stored)."""
+def create_device(
+    tenant: str, name: str, *, description: str = "", kind: str = DeviceKind.AGENT
+) -> tuple[Device, str]:
+    """Register a device of ``kind`` (``agent``, ``cloudprnt``: fixed from then on); returns it
+    and its token (shown once, only its hash is stored)."""
     tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
+    if kind not in DeviceKind.values:
+        raise Invalid(message=f"kind: must be one of {', '.join(DeviceKind.values)}.")
     description = inputs.text("description", description, 10000)
     token = new_secret()
     try:
@@ -168,10 +180,11 @@ def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Dev
                 name=name,
                 description=description,
                 token_hash=hash_secret(token),
+                kind=kind,
             )
     except IntegrityError:
         raise Conflict("device_exists", f"Device {tenant}/{name} already exists.") from None
-    logger.info("device_created device=%s", device)
+    logger.info("device_created device=%s kind=%s", device, kind)
     return device, token
 
 

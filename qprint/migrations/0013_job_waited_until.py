@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('qprint', '0006_auth_failures'),
+        ('qprint', '0011_device_kind'),
     ]
 
     operations = [

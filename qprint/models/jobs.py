@@ -1,7 +1,7 @@
 """Print jobs, their documents and their event history.
 
 Status changes are made only by ``qprint.domain.claim`` (QUEUED -> CLAIMED) and
-``qprint.domain.events`` (device events and server events); ``qprint.domain.states`` lists the
+``qprint.domain.events`` (device events and server events); ``qprint.core.states`` lists the
 moves allowed. Which jobs a claim may hand out is ``PrintJob.objects.claimable()``.
 """
 
@@ -14,8 +14,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from qprint.conf import qprint_settings
-from qprint.domain.states import JobStatus, is_final
+from qprint.core.conf import qprint_settings
+from qprint.core.states import JobStatus, is_final
 from qprint.models.querysets import PrintJobQuerySet
 
 
@@ -110,6 +110,12 @@ class PrintJob(models.Model):
                 "created_at",
                 name="qprint_job_next_idx",
             ),
+            # The unconfirmed sweep (CloudPRNT): RECEIVED jobs by when they were fetched.
+            models.Index(
+                fields=["received_at"],
+                condition=Q(status="RECEIVED"),
+                name="qprint_job_received_at_idx",
+            ),
             # Expiry sweep: unfinished jobs by expiry.
             models.Index(
                 fields=["expires_at"],
@@ -149,7 +155,8 @@ class PrintJob(models.Model):
 
 
 class PrintDocument(models.Model):
-    """The job's bytes, in the database so every node can serve them (see ``qprint.documents``)."""
+    """The job's bytes, in the database so every node can serve them (see
+    ``qprint.documents.storage``)."""
 
     job = models.OneToOneField(
         PrintJob,

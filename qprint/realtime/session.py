@@ -5,7 +5,7 @@ wsproto: the driver (:mod:`qprint.realtime.consumer`) hands it what happened (a 
 device, the row a statement returned, a message from the bus) and it answers with what to do: the
 frames to send, a close code, the statement to run next. Nothing here reads a socket, a clock or
 the database, so every rule of the session is tested without them
-(``tests/realtime/test_session.py``).
+(``tests/qprint/realtime/test_session.py``).
 
 What it remembers of one connection:
 
@@ -24,7 +24,7 @@ nothing of Django: the rows it reads are duck-typed (:class:`StateRow`, :class:`
 bounded JSON parser is handed in.
 
 ``wake`` is sent (or, in push mode, a claim made for the device) only when the claim gate
-(:func:`qprint.domain.gate.refusal`) is open for the row the last statement returned: the device
+(:func:`qprint.core.gate.refusal`) is open for the row the last statement returned: the device
 is never woken for a claim that would be refused. A device in push mode gets no ``wake``.
 """
 
@@ -38,8 +38,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from qprint.core import wire
-from qprint.domain import gate
+from qprint.core import gate, wire
 
 SUBPROTOCOL = wire.SUBPROTOCOL
 
@@ -114,7 +113,7 @@ class PrintersReported:
 class OperationRequest:
     """An operation frame, parsed: ``operation`` one of ``wire.REQUEST_OPERATIONS``, ``target``
     the job or command id, ``body`` what the HTTP API would have received as the request body.
-    The driver answers it through :mod:`qprint.device_operations`, as the HTTP API does."""
+    The driver answers it through :mod:`qprint.domain.device_operations`, as the HTTP API does."""
 
     operation: str
     request_id: str

@@ -54,7 +54,7 @@ from tests.bench.conftest import size
 from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, process_tree
 from tests.bench.postgres import PrivatePostgres
 from tests.processes import ManagedProcess, RedisServer, python
-from tests.realtime.cluster import Node, database_url_of, node_env
+from tests.qprint.realtime.cluster import Node, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -35,7 +35,7 @@ from tests.bench.conftest import size
 from tests.bench.machine import process_cpu_seconds
 from tests.bench.postgres import PrivatePostgres
 from tests.processes import RedisServer
-from tests.realtime.cluster import RealDevice, database_url_of
+from tests.qprint.realtime.cluster import RealDevice, database_url_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

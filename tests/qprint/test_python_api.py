@@ -4,12 +4,12 @@ import pytest
 from django.test import override_settings
 
 from qprint import api
+from qprint.core.errors import Conflict, DocumentTooLarge, Invalid, NotFound, UnsupportedContentType
+from qprint.core.states import JobStatus
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
-from qprint.domain.states import JobStatus
-from qprint.errors import Conflict, DocumentTooLarge, Invalid, NotFound, UnsupportedContentType
 from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob, PrintJobEvent
-from tests.qprint.domain import PDF, connect, event, make_device, recording_wakeups, submit
+from tests.qprint.helpers import PDF, connect, event, make_device, recording_wakeups, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -337,7 +337,7 @@ def test_documents_can_live_in_a_django_storage(device, tmp_path, settings):
         },
     }
     settings.QPRINT = {
-        "DOCUMENT_BACKEND": "qprint.documents.StorageDocuments",
+        "DOCUMENT_BACKEND": "qprint.documents.storage.StorageDocuments",
         "DOCUMENT_STORAGE": "print-documents",
     }
     job = submit(device)
