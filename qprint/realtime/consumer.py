@@ -55,6 +55,9 @@ from qprint.realtime.session import (
 
 logger = logging.getLogger("qprint.socket")
 
+#: A push whose claim has not been made yet (:meth:`DeviceConsumer._carry_out`).
+_NOT_FETCHED = object()
+
 
 class UpgradeFailed(Exception):
     """Raised before accept: the server (Daphne) then fails the handshake with 500, never 403."""
@@ -264,9 +267,12 @@ class DeviceConsumer(AsyncConsumer):
         """Answer a request frame as the HTTP API would: a malformed one is the session's
         protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
         started = time.perf_counter()
-        body = None
+        pushed = _NOT_FETCHED
         try:
-            answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
+            if self.session.pushes_after(request):  # the event, then the push: one thread hop
+                answer, pushed = await socket_db.run(self._event_then_push, request)
+            else:
+                answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
         except QPrintError as exc:
             status, error = exc.status, exc.code
             out = self.session.refused(request, exc.status, exc.code, exc.message)
@@ -275,12 +281,20 @@ class DeviceConsumer(AsyncConsumer):
             status, error = device_operations.UNAVAILABLE[:2]
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
-            status, error, body = answer.status, "", answer.body
+            status, error = answer.status, ""
             out = self.session.answer(request, answer.status, answer.body)
         metrics.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
-        if body is not None and self.session.push_after(request, body):
-            await self._push()
+        if pushed is not _NOT_FETCHED:
+            await self._send_pushed(pushed)
+
+    def _event_then_push(self, request: OperationRequest) -> tuple[device_operations.Answer, Any]:
+        """On a socket thread: the event, then (when it released the job last pushed) the claim
+        for the next job, so the RECEIVED that frees a device's queue costs one hand-off."""
+        answer = self._event(request)
+        if not self.session.push_after(request, answer.body):
+            return answer, None
+        return answer, self._claim_for_push()
 
     def _claim(self, request: OperationRequest) -> device_operations.Answer:
         """On a socket thread: the claim for the device as the HTTP API authenticates it (the
@@ -305,29 +319,32 @@ class DeviceConsumer(AsyncConsumer):
 
     # -- pushed assignments ----------------------------------------------------------------------
 
-    async def _push(self) -> bool:
-        """Claim for the device (push mode) and send what the claim hands out; True when an
-        assignment went out. A refusal (the gate closed meanwhile) or a database error sends
-        nothing: the next wakeup, event or heartbeat tries again."""
-        session = self.session
+    def _claim_for_push(self) -> Any:
+        """On a socket thread: the claim for the device (push mode): ``(body, document)``, None
+        (nothing to hand out), or the refusal or database error (sent nothing: the next
+        wakeup, event or heartbeat tries again)."""
         try:
-            pushed = await socket_db.run(
-                device_operations.pushed_claim,
+            return device_operations.pushed_claim(
                 self.device_id,
                 self._document_url,
-                token_hash=session.token_hash,
-                inline_max=session.push_inline_max or 0,
+                token_hash=self.session.token_hash,
+                inline_max=self.session.push_inline_max or 0,
             )
-        except QPrintError as exc:
-            logger.debug("push_refused device=%s error=%s", self.device_id, exc.code)
+        except (QPrintError, DatabaseError) as exc:
+            return exc
+
+    async def _send_pushed(self, pushed: Any) -> bool:
+        """Send what :meth:`_claim_for_push` got; True when an assignment went out."""
+        if isinstance(pushed, QPrintError):
+            logger.debug("push_refused device=%s error=%s", self.device_id, pushed.code)
             return False
-        except DatabaseError as exc:
-            logger.warning("push_failed device=%s error=%r", self.device_id, exc)
+        if isinstance(pushed, DatabaseError):
+            logger.warning("push_failed device=%s error=%r", self.device_id, pushed)
             return False
         if pushed is None:
             return False
         body, document = pushed
-        await self._send_frame(session.pushed(body, document))
+        await self._send_frame(self.session.pushed(body, document))
         return True
 
     def _document_url(self, job_id) -> str:
@@ -369,19 +386,29 @@ class DeviceConsumer(AsyncConsumer):
     async def _reconcile(self) -> bool | None:
         self._row_read_at = time.monotonic()
         try:
-            state = await socket_db.run(connection.read, self.device_id, self.connection_id)
+            plan, pushed = await socket_db.run(self._read_then_push)
         except connection.Replaced:
             await self._close(self.session.row_taken())
             return
         except Exception as exc:  # the heartbeat will try again
             logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
             return None
-        return await self._carry_out(self.session.reconciled(state))
+        return await self._carry_out(plan, pushed)
+
+    def _read_then_push(self) -> tuple[Plan, Any]:
+        """On a socket thread (the socket's task waits for it: the session is not touched
+        meanwhile): read the row and, when the session's plan says push, claim at once, so a
+        wakeup of a device in push mode costs one hand-off."""
+        plan = self.session.reconciled(connection.read(self.device_id, self.connection_id))
+        if not plan.push or plan.frames or plan.read_settings or plan.deliver_commands:
+            return plan, _NOT_FETCHED  # what goes out before the push goes first
+        return plan, self._claim_for_push()
 
     # -- carrying out the session's answers -------------------------------------------------------
 
-    async def _carry_out(self, plan: Plan) -> bool:
-        """Carry out ``plan``; True when it sent a ``wake`` or pushed a job (for the metrics)."""
+    async def _carry_out(self, plan: Plan, pushed: Any = _NOT_FETCHED) -> bool:
+        """Carry out ``plan`` (``pushed``: the push's claim, made already; ``_NOT_FETCHED``: not
+        yet); True when it sent a ``wake`` or pushed a job (for the metrics)."""
         if plan.close is not None:
             await self._close(plan.close)
         for frame in plan.frames:
@@ -403,7 +430,9 @@ class DeviceConsumer(AsyncConsumer):
         for frame in plan.then:
             await self._send_frame(frame)
         if plan.push:
-            return await self._push()
+            if pushed is _NOT_FETCHED:
+                pushed = await socket_db.run(self._claim_for_push)
+            return await self._send_pushed(pushed)
         return any(frame.get("type") == wire.WAKE for frame in plan.then)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
