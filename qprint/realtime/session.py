@@ -40,15 +40,6 @@ from typing import Any, Protocol
 
 from qprint.core import gate, wire
 
-SUBPROTOCOL = wire.SUBPROTOCOL
-
-CLOSE_REPLACED = wire.CLOSE_REPLACED
-CLOSE_DISABLED = wire.CLOSE_DISABLED
-CLOSE_DRAINING = wire.CLOSE_DRAINING
-CLOSE_PROTOCOL_ERROR = wire.CLOSE_PROTOCOL_ERROR
-CLOSE_HEARTBEAT_MISSED = wire.CLOSE_HEARTBEAT_MISSED
-CLOSE_SERVER_ERROR = wire.CLOSE_SERVER_ERROR
-
 #: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
 _EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
 #: A device may send this many seconds' worth of ``MAX_FRAMES_PER_SECOND`` at once.
@@ -301,7 +292,7 @@ class DeviceSession:
     def protocol_error(error: ProtocolError) -> tuple[dict[str, Any], Close]:
         """The ``error`` frame to send, then the close (4400)."""
         frame = {"type": wire.ERROR, "code": "protocol_error", "message": str(error)}
-        return frame, Close(CLOSE_PROTOCOL_ERROR, f"protocol_error {error}")
+        return frame, Close(wire.CLOSE_PROTOCOL_ERROR, f"protocol_error {error}")
 
     # -- operations (docs/PROTOCOL.md, "Operations over the socket") -----------------------------
 
@@ -411,7 +402,7 @@ class DeviceSession:
     def plan(self, state: StateRow, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
         if not state.enabled or not _same(state.token_hash, self.token_hash):
-            return Plan(close=Close(CLOSE_DISABLED, "disabled_or_revoked"))
+            return Plan(close=Close(wire.CLOSE_DISABLED, "disabled_or_revoked"))
         plan = Plan()
         control = (state.control_revision, state.paused)
         if control != self.sent_control and state.control_revision >= self.sent_control[0]:
@@ -468,17 +459,17 @@ class DeviceSession:
     def replaced(self, message: dict[str, Any]) -> Close | None:
         """A ``replaced`` message: close 4000 unless it announces this very connection."""
         if message.get("connection_id") != str(self.connection_id):
-            return Close(CLOSE_REPLACED, "replaced", clear_row=False)
+            return Close(wire.CLOSE_REPLACED, "replaced", clear_row=False)
         return None
 
     @staticmethod
     def row_taken() -> Close:
         """A guarded statement matched no row: another connection holds the device."""
-        return Close(CLOSE_REPLACED, "replaced", clear_row=False)
+        return Close(wire.CLOSE_REPLACED, "replaced", clear_row=False)
 
     @staticmethod
     def draining() -> Close:
-        return Close(CLOSE_DRAINING, "node_draining")
+        return Close(wire.CLOSE_DRAINING, "node_draining")
 
     @property
     def silence_limit(self) -> float:
@@ -489,7 +480,7 @@ class DeviceSession:
         """Close 4408 when the device was silent too long, else the seconds until the next check."""
         silent = now - self.last_frame_at
         if silent >= self.silence_limit:
-            return Close(CLOSE_HEARTBEAT_MISSED, f"heartbeat_missed silent={silent:.1f}")
+            return Close(wire.CLOSE_HEARTBEAT_MISSED, f"heartbeat_missed silent={silent:.1f}")
         return self.silence_limit - silent
 
 

@@ -6,14 +6,10 @@ Each piece can be killed and brought back; every process is stopped by ``Cluster
 """
 
 import base64
-import collections
-import hashlib
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -262,44 +258,6 @@ def fleet_args(
         "--devices", str(count), "--state-dir", str(state_dir), *printer,
         "--backoff-initial", "0.2", "--backoff-max", "2", "--no-report-printers",
     )  # fmt: skip
-
-
-class RecordingRawPrinter:
-    """A raw (``socket://``) printer on 127.0.0.1: each connection's bytes are one delivery,
-    recorded before the close that tells the agent the document was taken."""
-
-    def __init__(self):
-        self.server = socket.create_server(("127.0.0.1", 0), backlog=64)
-        self.address = f"127.0.0.1:{self.server.getsockname()[1]}"
-        self.deliveries: list[bytes] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn):
-        data = bytearray()
-        with conn:
-            try:
-                while chunk := conn.recv(65536):
-                    data += chunk
-            except OSError:
-                pass
-            with self._lock:
-                self.deliveries.append(bytes(data))
-
-    def deliveries_by_sha256(self) -> collections.Counter:
-        with self._lock:
-            return collections.Counter(hashlib.sha256(d).hexdigest() for d in self.deliveries)
-
-    def close(self):
-        self.server.close()
 
 
 def run_quietly(args: list[str]) -> None:

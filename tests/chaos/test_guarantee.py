@@ -30,7 +30,6 @@ from qprint.models import Device, PrintJob, PrintJobEvent
 from tests.chaos.cluster import (
     LoadBalancer,
     Node,
-    RecordingRawPrinter,
     Submitter,
     admin_drain,
     fleet_args,
@@ -39,6 +38,7 @@ from tests.chaos.cluster import (
 )
 from tests.processes import ManagedProcess, RedisServer, wait_until
 from tests.qprint.agent.cups import minimal_pdf
+from tests.qprint.agent.raw import RecordingRawPrinter
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -1,7 +1,10 @@
 """Raw printers for the tests: TCP listeners on 127.0.0.1 that behave like jammed printers."""
 
+import collections
+import hashlib
 import socket
 import threading
+import time
 
 
 class StallingPrinter:
@@ -56,6 +59,50 @@ class ClosingPrinter:
             self.received += len(chunk)
         conn.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
         conn.close()  # with unread data and linger 0: a reset
+
+    def close(self):
+        self.server.close()
+
+
+class RecordingRawPrinter:
+    """A raw (``socket://``) printer on 127.0.0.1: each connection's bytes are one delivery,
+    recorded before the close that tells the agent the document was taken. ``read_delay``: a
+    pause after each chunk read (a slow printer, so a kill often lands mid-document)."""
+
+    def __init__(self, read_delay: float = 0.0, chunk: int = 65536):
+        self.server = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.port = self.server.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.read_delay = read_delay
+        self.chunk = chunk
+        self.deliveries: list[bytes] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn):
+        data = bytearray()
+        with conn:
+            try:
+                while chunk := conn.recv(self.chunk):
+                    data += chunk
+                    if self.read_delay:
+                        time.sleep(self.read_delay)
+            except OSError:
+                pass
+            with self._lock:
+                self.deliveries.append(bytes(data))
+
+    def deliveries_by_sha256(self) -> collections.Counter:
+        with self._lock:
+            return collections.Counter(hashlib.sha256(d).hexdigest() for d in self.deliveries)
 
     def close(self):
         self.server.close()

@@ -97,6 +97,39 @@ async def adb(func, *args, **kwargs):
     return await database_sync_to_async(func)(*args, **kwargs)
 
 
+def event_frame(request_id: str, assignment: dict, kind: str) -> dict:
+    """An ``event`` request frame reporting ``kind`` for an assignment the device was given."""
+    import uuid
+    from datetime import UTC, datetime
+
+    return {
+        "type": "event",
+        "request_id": request_id,
+        "job_id": assignment["job_id"],
+        "event_id": str(uuid.uuid4()),
+        "event_type": kind,
+        "claim_id": assignment["claim_id"],
+        "occurred_at": datetime.now(UTC).isoformat(),
+    }
+
+
+@pytest.fixture
+def app_key(transactional_db):
+    """An application key of tenant ``acme``."""
+    _, secret = api.create_application_key("acme", "backend")
+    return secret
+
+
+@pytest.fixture
+async def http(app_key):
+    """The HTTP API of the module's nodes, as the application and the devices call it."""
+    from tests.qprint.realtime.cluster import Http
+
+    client = Http(app_key)
+    yield client
+    await client.close()
+
+
 def row(device_id: int) -> Device:
     return Device.objects.get(pk=device_id)
 

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import uuid
-from datetime import UTC, datetime
 
 import pytest
 from django.test import override_settings
@@ -16,7 +14,7 @@ from django.test import override_settings
 from qprint import api
 from qprint.core.conf import qprint_settings
 from qprint.models import PrintJob
-from tests.qprint.realtime.conftest import adb
+from tests.qprint.realtime.conftest import adb, event_frame
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,18 +28,6 @@ def submit(device, content: bytes = DOCUMENT) -> str:
 
 def job_row(job_id: str) -> PrintJob:
     return PrintJob.objects.get(pk=job_id)
-
-
-def event_frame(request_id: str, assignment: dict, kind: str) -> dict:
-    return {
-        "type": "event",
-        "request_id": request_id,
-        "job_id": assignment["job_id"],
-        "event_id": str(uuid.uuid4()),
-        "event_type": kind,
-        "claim_id": assignment["claim_id"],
-        "occurred_at": datetime.now(UTC).isoformat(),
-    }
 
 
 async def test_a_job_queued_before_connect_is_pushed_with_its_document_inline(

@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import uuid
-from datetime import UTC, datetime
 
 import pytest
 
-from qprint import api
 from qprint.models import Device, PrintJob
-from tests.qprint.realtime.cluster import Http, RealDevice, eventually, two_nodes
+from tests.qprint.realtime.cluster import RealDevice, eventually, two_nodes
+from tests.qprint.realtime.conftest import event_frame
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -27,19 +25,6 @@ def nodes(redis, database_url, django_db_blocker):
         yield both
 
 
-@pytest.fixture
-def app_key(transactional_db):
-    _, secret = api.create_application_key("acme", "backend")
-    return secret
-
-
-@pytest.fixture
-async def http(app_key):
-    client = Http(app_key)
-    yield client
-    await client.close()
-
-
 def job_row(job_id: str) -> PrintJob:
     return PrintJob.objects.get(pk=job_id)
 
@@ -48,18 +33,6 @@ async def ready(device: Device) -> None:
     await eventually(
         lambda: Device.objects.get(pk=device.pk).connection_ready, 10, f"{device.name} ready"
     )
-
-
-def event_frame(request_id: str, assignment: dict, kind: str) -> dict:
-    return {
-        "type": "event",
-        "request_id": request_id,
-        "job_id": assignment["job_id"],
-        "event_id": str(uuid.uuid4()),
-        "event_type": kind,
-        "claim_id": assignment["claim_id"],
-        "occurred_at": datetime.now(UTC).isoformat(),
-    }
 
 
 async def test_a_job_accepted_on_a_is_claimed_and_pushed_by_b(nodes, devices, http):
