@@ -349,8 +349,12 @@ class DeviceSession:
     def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
         """Whether to push once ``request`` was answered with ``body``: in push mode, when the
         device's RECEIVED or final event for the job last pushed is recorded, that job has left
-        CLAIMED and the next one may go out at once."""
-        return self.pushes_after(request) and (body or {}).get("job_status") != "CLAIMED"
+        CLAIMED and the next one may go out at once. Once: the job is no longer the one held
+        (its later events push nothing; the claim that follows names the next one)."""
+        if not self.pushes_after(request) or (body or {}).get("job_status") == "CLAIMED":
+            return False
+        self.pushed_job = None
+        return True
 
     @staticmethod
     def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:

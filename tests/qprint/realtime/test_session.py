@@ -447,3 +447,14 @@ def test_without_push_mode_an_event_pushes_nothing():
     s = ready_session()
     s.pushed_job = "j-1"
     assert not s.push_after(event("j-1", "RECEIVED"), {"job_status": "RECEIVED"})
+
+
+def test_only_the_event_that_released_the_pushed_job_pushes():
+    """RECEIVED of the job last pushed pushes (once); its PRINTED afterwards pushes nothing: the
+    claim after RECEIVED handed out the next job, or there was none to hand out."""
+    s, _ = push_session()
+    s.pushed({"job_id": "j-1", "size": 1}, None)
+    assert s.push_after(event("j-1", "RECEIVED"), {"job_status": "RECEIVED"})
+    assert not s.push_after(event("j-1", "PRINTED"), {"job_status": "PRINTED"})
+    assert s.pushed_job is None
+    assert s.reconciled(state(job_queued=True)).push  # a job submitted later is pushed
