@@ -71,7 +71,10 @@ class Workers:
 
     def _work(self) -> None:
         while True:
-            loop, future, call = self.queue.get()
+            item = self.queue.get()
+            if item is None:  # shutdown
+                return
+            loop, future, call = item
             try:
                 result = call()
             except BaseException as exc:  # handed to the caller, as an executor would
@@ -92,6 +95,14 @@ class Workers:
         future = loop.create_future()
         self.queue.put((loop, future, call))
         return await future
+
+    def shutdown(self) -> None:
+        """Stop the threads once the calls queued before this one have run."""
+        threads, self.threads = self.threads, []
+        for _ in threads:
+            self.queue.put(None)
+        for thread in threads:
+            thread.join()
 
     def submit(self, call: Callable[[], T]) -> Future:
         """``call`` on one of the threads, from synchronous code (a ``concurrent`` future)."""
@@ -117,7 +128,8 @@ def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> N
 
 
 class DatabaseThreads:
-    """A named set of threads (``QPRINT[setting]`` of them) that run database functions."""
+    """A named set of threads (``QPRINT[setting]`` of them, or ``threads``) that run database
+    functions."""
 
     #: Called around each statement run here (tests count statements with it).
     statement_observer: Callable[..., Any] | None = None
@@ -125,19 +137,32 @@ class DatabaseThreads:
     #: open transaction, invisible to other connections, set it).
     inline: bool = False
 
-    def __init__(self, name: str, setting: str) -> None:
+    def __init__(
+        self, name: str, setting: str | None = None, *, threads: int | None = None
+    ) -> None:
+        if (setting is None) == (threads is None):
+            raise ValueError("give the setting naming the number of threads, or the number")
         self.name = name
         self.setting = setting
+        self.threads = threads
         self._lock = threading.Lock()
         self._workers: Workers | None = None
 
     def workers(self) -> Workers:
         with self._lock:
             if self._workers is None:
-                self._workers = Workers(
-                    int(getattr(qprint_settings, self.setting)), f"qprint-{self.name}-db"
-                )
+                count = self.threads or int(getattr(qprint_settings, self.setting or ""))
+                self._workers = Workers(count, f"qprint-{self.name}-db")
             return self._workers
+
+    def shutdown(self) -> None:
+        """Close every thread's connection and stop the threads (a worker that ends); the next
+        call starts new ones."""
+        self.close_connections()
+        with self._lock:
+            pool, self._workers = self._workers, None
+        if pool is not None:
+            pool.shutdown()
 
     def _on_thread(self, func: Callable[..., T]) -> Callable[..., T]:
         def call(*args: Any, **kwargs: Any) -> T:

@@ -31,7 +31,10 @@ def job_row(job_id: str) -> PrintJob:
 
 async def ready(device: Device) -> None:
     await eventually(
-        lambda: Device.objects.get(pk=device.pk).connection_ready, 10, f"{device.name} ready"
+        lambda: Device.objects.get(pk=device.pk).connection_ready,
+        10,
+        f"{device.name} ready",
+        database=True,
     )
 
 
@@ -47,7 +50,7 @@ async def test_a_job_accepted_on_a_is_claimed_and_pushed_by_b(nodes, devices, ht
     assert (pushed["pushed"], pushed["job_id"]) == (True, job_id)
     document = base64.b64decode(pushed["document_base64"])
     assert hashlib.sha256(document).hexdigest() == pushed["sha256"] == submitted.json()["sha256"]
-    row = await eventually(lambda: job_row(job_id), 5, "the job")
+    row = await eventually(lambda: job_row(job_id), 5, "the job", database=True)
     assert (row.status, str(row.claim_id), row.claim_node) == (
         "CLAIMED",
         pushed["claim_id"],
@@ -78,7 +81,9 @@ async def test_the_next_job_follows_received_recorded_on_either_node(nodes, devi
     assert r.status_code == 201, r.text
     three = await real.frame("assignment")
     assert three["job_id"] == ids[2]
-    claimed = await eventually(lambda: [job_row(j).claim_node for j in ids], 5, "claims")
+    claimed = await eventually(
+        lambda: [job_row(j).claim_node for j in ids], 5, "claims", database=True
+    )
     assert claimed == ["node-b"] * 3
 
 
@@ -96,7 +101,7 @@ async def test_a_held_job_is_pushed_again_by_the_node_the_device_moves_to(nodes,
         await moved.connect(a.ws)
         replay = await moved.frame("assignment")
         assert (replay["job_id"], replay["claim_id"]) == (first["job_id"], first["claim_id"])
-        row = await eventually(lambda: job_row(first["job_id"]), 5, "the job")
+        row = await eventually(lambda: job_row(first["job_id"]), 5, "the job", database=True)
         assert (row.status, row.attempts, row.claim_node) == ("CLAIMED", 1, "node-b")
     finally:
         await moved.close()
