@@ -168,8 +168,17 @@ if env.str("QPRINT_WEBHOOK_ALLOW_HTTP", default=""):
 if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
     QPRINT["WEBHOOK_ALLOWED_HOSTS"] = env.list("QPRINT_WEBHOOK_ALLOWED_HOSTS")
 
+for _name in ("ENROLMENT_EXPIRES_SECONDS", "ENROLMENT_INTERVAL_SECONDS"):
+    if env.str(f"QPRINT_{_name}", default=""):
+        QPRINT[_name] = env.int(f"QPRINT_{_name}")
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
+
+# Documents (docs/DOCUMENTS.md): the render workers' bounds.
+if env.str("QPRINT_RENDER_TIMEOUT_SECONDS", default=""):
+    QPRINT["RENDER_TIMEOUT_SECONDS"] = env.float("QPRINT_RENDER_TIMEOUT_SECONDS")
+if env.str("QPRINT_RENDER_WORKERS", default=""):
+    QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
 
 # CloudPRNT printers (docs/CLOUDPRNT.md).
 if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('qprint', '0008_webhook_fairness'),
+        ('qprint', '0012_enrolment'),
     ]
 
     operations = [
