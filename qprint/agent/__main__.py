@@ -202,10 +202,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--operations",
-        choices=("auto", "socket", "http"),
+        choices=("auto", "push", "socket", "http"),
         default="auto",
-        help="claim and report as socket frames when the server offers them (auto, socket: the "
-        "same) or always over HTTP (http)",
+        help="take pushed assignments and report as socket frames when the server offers them "
+        "(auto, push: the same), claim and report as socket frames without push (socket), or "
+        "claim and report over HTTP (http)",
     )
     parser.add_argument(
         "--shutdown-grace",

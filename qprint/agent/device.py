@@ -43,8 +43,13 @@ from qprint.agent.worker import (
     Reporter,
     error_code,
 )
+from qprint.core.wire import PUSH
 
 logger = logging.getLogger("qprint.agent")
+
+#: Documents of up to this many bytes come inside a pushed assignment (the server may cap it
+#: lower); the socket's frames are bounded at 1 MiB, base64 adds a third.
+INLINE_MAX_BYTES = 262144
 
 # Exit reasons of a device.
 STOPPED = "stopped"
@@ -78,8 +83,17 @@ class DeviceAgent:
             },
             timeout=httpx.Timeout(10.0, read=30.0),
         )
-        # Claims and reports as socket frames when the server offers them (--operations).
+        # Claims and reports as socket frames when the server offers them (--operations), and
+        # pushed assignments (auto, push) instead of claims.
         self.operations = SocketOperations() if config.operations != "http" else None
+        self.wants_push = config.operations in ("auto", "push")
+        #: Push mode on the current connection (the server offered it and we asked).
+        self.push = False
+        #: Pushed assignments not handled yet (in the order they came).
+        self.pushed: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        #: In push mode, claim once anyway (a job put aside is replayed by a claim, not pushed
+        #: again on the same connection).
+        self._claim_needed = False
         self.api = DeviceApi(self.http, self.operations)
         self.reporter = Reporter(self.name, self.journal, self.http, self.api)
         self.jobs = JobRunner(
@@ -210,18 +224,20 @@ class DeviceAgent:
             )
             self.applied.settings_revision = hello.settings_revision
             self.applied.settings = hello.settings
-            await self._send_state(ws)
             if self.operations is not None:
                 self.operations.attach(ws, hello.operations)
+            self.push = self.wants_push and PUSH in hello.operations
+            await self._send_state(ws)
             self.connected = True
             self.backoff.reset()
             logger.info(
-                "connected device=%s node=%s connection=%s url=%s paused=%s",
+                "connected device=%s node=%s connection=%s url=%s paused=%s push=%s",
                 self.name,
                 hello.node,
                 hello.connection_id,
                 endpoints.base,
                 hello.paused,
+                self.push,
             )
             pinger = asyncio.create_task(self._ping(ws, hello.heartbeat_seconds))
             if self.config.report_printers:
@@ -241,6 +257,7 @@ class DeviceAgent:
             await ws.close()
         finally:
             self.connected = False
+            self.push = False
             self._ws = None
             if self.operations is not None:
                 self.operations.detach()
@@ -273,7 +290,10 @@ class DeviceAgent:
         return disposition
 
     async def _send_state(self, ws) -> None:
-        await ws.send(p.state_frame(self.applied.control_revision, self.applied.settings_revision))
+        push = INLINE_MAX_BYTES if self.push else None
+        await ws.send(
+            p.state_frame(self.applied.control_revision, self.applied.settings_revision, push)
+        )
 
     async def _ping(self, ws, interval: float) -> None:
         while True:
@@ -292,7 +312,10 @@ class DeviceAgent:
         if self.operations is not None and self.operations.deliver(frame):
             return
         kind = frame["type"]
-        if kind == "wake":
+        if p.is_pushed_assignment(frame):
+            self.pushed.put_nowait(frame)
+            self.wake.set()
+        elif kind == "wake":
             self.wake.set()
         elif kind == "control":
             revision, paused = p.parse_control(frame)
@@ -374,8 +397,21 @@ class DeviceAgent:
             except Exception:
                 logger.exception("resume_failed device=%s", self.name)
                 self._wake_later(self.backoff.maximum)
+            try:
+                await self._handle_pushed()
+            except httpx.HTTPError as exc:
+                logger.info("job_deferred device=%s error=%s", self.name, exc.__class__.__name__)
+                self._claim_needed = True
+                self._wake_later(self.backoff.step())
+            except Exception:
+                logger.exception("push_failed device=%s", self.name)
+                self._claim_needed = True
+                self._wake_later(self.backoff.maximum)
             if not self.connected or self.applied.paused:
                 continue
+            if self.push and not self._claim_needed:
+                continue  # the server hands out the jobs: no claim
+            self._claim_needed = False
             try:
                 await self._claim_until_empty()
             except httpx.HTTPError as exc:
@@ -417,6 +453,17 @@ class DeviceAgent:
             logger.info("claim_deferred device=%s status=%s", self.name, status)
             self._wake_later(self.backoff.step())
             return
+
+    async def _handle_pushed(self) -> None:
+        """Handle the assignments the server pushed, in order. One that cannot finish now (a
+        download or a report failed) is replayed by the next claim (the server pushes a held
+        job again only on a new connection)."""
+        while not self.pushed.empty() and not self.stopping.is_set():
+            assignment = Assignment.from_body(self.pushed.get_nowait())
+            if await self.jobs.handle(self.endpoints, assignment) != DONE:
+                self._claim_needed = True
+                self._wake_later(self.backoff.step())
+                return
 
     def _wake_later(self, delay: float) -> None:
         if self._retry_handle is not None:

@@ -90,8 +90,8 @@ class AsyncJournal:
     async def next_report(self) -> j.Report | None:
         return await self._run(self._journal.next_report)
 
-    async def acknowledge(self, seq: int, outcome: str) -> j.Report | None:
-        return await self._run(self._journal.acknowledge, seq, outcome)
+    async def acknowledge(self, seq: int, outcome: str, following: bool = True) -> j.Report | None:
+        return await self._run(self._journal.acknowledge, seq, outcome, following)
 
     async def received_refused(self, job_id: str) -> bool:
         return await self._run(self._journal.received_refused, job_id)

@@ -5,8 +5,8 @@ The server lists in ``hello.operations`` what it answers over the socket (docs/P
 frame with a ``request_id`` on the connection already open, instead of an HTTP request, and its
 answer frame stands for the HTTP status and body it would have had (:class:`Reply`, read like an
 ``httpx.Response``). Without the socket or the offer, :class:`DeviceApi` uses HTTP: the answers
-and what the agent does with them are the same either way. The document is always downloaded
-over HTTP.
+and what the agent does with them are the same either way. The document is downloaded
+over HTTP unless a pushed assignment carried it inline.
 """
 
 from __future__ import annotations
@@ -66,9 +66,14 @@ class SocketOperations:
     def available(self, operation: str) -> bool:
         return self._ws is not None and operation in self._offered
 
+    @property
+    def offered(self) -> frozenset[str]:
+        """What the current socket's ``hello.operations`` offered (empty: no socket)."""
+        return self._offered if self._ws is not None else frozenset()
+
     def deliver(self, frame: dict[str, Any]) -> bool:
         """Take an answer frame (True), or leave any other frame to the caller (False)."""
-        if frame.get("type") not in p.ANSWER_TYPES:
+        if frame.get("type") not in p.ANSWER_TYPES or p.is_pushed_assignment(frame):
             return False
         future = self._pending.pop(str(frame.get("request_id")), None)
         if future is not None and not future.done():
@@ -116,11 +121,25 @@ class DeviceApi:
             return await ops.call(p.claim_request)
         return await self.http.post(endpoints.claim)
 
-    async def report(self, endpoints: p.Endpoints, path: str, body: dict[str, Any]):
-        """POST ``body`` to ``path`` (an event or a command result), or its frame."""
+    def ordered(self, path: str) -> bool:
+        """Whether the report for ``path`` travels on the socket, where the server answers frames
+        in the order they were sent: then reports may be sent without waiting for each answer."""
+        events, result = _EVENTS.search(path), _COMMAND_RESULT.search(path)
+        return bool(
+            (events and self._socket("event")) or (result and self._socket("command_result"))
+        )
+
+    async def report(
+        self, endpoints: p.Endpoints, path: str, body: dict[str, Any], *, socket_only=False
+    ):
+        """POST ``body`` to ``path`` (an event or a command result), or its frame.
+        ``socket_only``: a report sent without waiting for the one before it, which only the
+        socket keeps in order; without the socket it fails like a network error."""
         events, result = _EVENTS.search(path), _COMMAND_RESULT.search(path)
         if events and (ops := self._socket("event")) is not None:
             return await ops.call(lambda rid: p.event_request(rid, events["id"], body))
         if result and (ops := self._socket("command_result")) is not None:
             return await ops.call(lambda rid: p.command_result_request(rid, result["id"], body))
+        if socket_only:
+            raise OperationUnavailable("the socket closed")
         return await self.http.post(endpoints.base + path, json=body)

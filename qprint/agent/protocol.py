@@ -4,13 +4,17 @@ Frames are JSON text objects with a ``type``; the server speaks first with ``hel
 only builds and checks frames and URLs: no I/O happens here.
 """
 
+import base64
+import binascii
 import json
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
-SUBPROTOCOL = "qprint.v1"
+from qprint.core import wire
+
+SUBPROTOCOL = wire.SUBPROTOCOL
 
 # Events a device reports about a job; the final ones end the job on the server.
 EVENT_TYPES = (
@@ -30,13 +34,13 @@ COMMAND_TYPES = ("CANCEL_JOB", "PRINT_TEST_PAGE", "REPORT_PRINTERS")
 class CloseCode(IntEnum):
     """Close codes the server uses (docs/PROTOCOL.md)."""
 
-    GOING_AWAY = 1001
-    SERVICE_RESTART = 1012
-    REPLACED = 4000
-    DISABLED = 4001
-    DRAINING = 4003
-    PROTOCOL_ERROR = 4400
-    HEARTBEAT_MISSED = 4408
+    GOING_AWAY = wire.CLOSE_GOING_AWAY
+    SERVICE_RESTART = wire.CLOSE_SERVICE_RESTART
+    REPLACED = wire.CLOSE_REPLACED
+    DISABLED = wire.CLOSE_DISABLED
+    DRAINING = wire.CLOSE_DRAINING
+    PROTOCOL_ERROR = wire.CLOSE_PROTOCOL_ERROR
+    HEARTBEAT_MISSED = wire.CLOSE_HEARTBEAT_MISSED
 
 
 class ProtocolError(Exception):
@@ -80,7 +84,7 @@ def _int(frame: dict[str, Any], key: str) -> int:
 
 
 def parse_hello(frame: dict[str, Any]) -> Hello:
-    if frame.get("type") != "hello":
+    if frame.get("type") != wire.HELLO:
         raise ProtocolError(f"expected hello, got {frame.get('type')!r}")
     control = frame.get("control") or {}
     settings = frame.get("settings") or {}
@@ -116,40 +120,57 @@ def _active_jobs(value: Any) -> tuple[tuple[str, str, str], ...] | None:
 
 
 #: The frames that answer an operation request (they repeat its ``request_id``).
-ANSWER_TYPES = frozenset({"assignment", "nothing", "refused", "event_recorded", "command_recorded"})
+ANSWER_TYPES = wire.ANSWER_TYPES
+
+
+def is_pushed_assignment(frame: dict[str, Any]) -> bool:
+    """An ``assignment`` the server pushed (push mode): no request of ours answered by it."""
+    return frame.get("type") == wire.ASSIGNMENT and frame.get("pushed") is True
+
+
+def inline_document(frame: dict[str, Any]) -> bytes | None:
+    """The document a pushed assignment carries inline (``document_base64``), or None (then it
+    is downloaded from ``document_url``; also when the inline text is not base64)."""
+    text = frame.get("document_base64")
+    if not isinstance(text, str):
+        return None
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def claim_request(request_id: str) -> str:
-    return json.dumps({"type": "claim", "request_id": request_id})
+    return json.dumps({"type": wire.CLAIM, "request_id": request_id})
 
 
 def event_request(request_id: str, job_id: str, body: dict[str, Any]) -> str:
     """An event as a frame: the HTTP body's ``type`` travels as ``event_type``."""
     frame = {k: v for k, v in body.items() if k != "type"}
     frame.update(
-        {"type": "event", "request_id": request_id, "job_id": job_id, "event_type": body["type"]}
+        {"type": wire.EVENT, "request_id": request_id, "job_id": job_id, "event_type": body["type"]}
     )
     return json.dumps(frame)
 
 
 def command_result_request(request_id: str, command_id: str, body: dict[str, Any]) -> str:
     return json.dumps(
-        {"type": "command_result", "request_id": request_id, "command_id": command_id, **body}
+        {"type": wire.COMMAND_RESULT, "request_id": request_id, "command_id": command_id, **body}
     )
 
 
 def answer_of(frame: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
     """The HTTP status and body an answer frame stands for."""
     kind = frame["type"]
-    if kind == "assignment":
+    if kind == wire.ASSIGNMENT:
         return 200, {k: v for k, v in frame.items() if k not in ("type", "request_id")}
-    if kind == "nothing":
+    if kind == wire.NOTHING:
         return 204, None
-    if kind == "refused":
+    if kind == wire.REFUSED:
         return _int(frame, "status"), {"error": frame.get("error"), "message": frame.get("message")}
-    if kind == "event_recorded":
+    if kind == wire.EVENT_RECORDED:
         return _int(frame, "status"), frame.get("event")
-    if kind == "command_recorded":
+    if kind == wire.COMMAND_RECORDED:
         return _int(frame, "status"), frame.get("command")
     raise ProtocolError(f"{kind!r} is not an answer")
 
@@ -182,22 +203,27 @@ def parse_command(frame: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     return command_id, kind, payload
 
 
-def state_frame(control_revision: int, settings_revision: int) -> str:
-    return json.dumps(
-        {
-            "type": "state",
-            "control_revision": control_revision,
-            "settings_revision": settings_revision,
-        }
-    )
+def state_frame(
+    control_revision: int, settings_revision: int, push_inline_max: int | None = None
+) -> str:
+    """The ``state`` frame; ``push_inline_max``: ask for pushed assignments, with documents of
+    up to that many bytes inline (docs/PROTOCOL.md, "Pushed assignments")."""
+    frame: dict[str, Any] = {
+        "type": wire.STATE,
+        "control_revision": control_revision,
+        "settings_revision": settings_revision,
+    }
+    if push_inline_max is not None:
+        frame["push"] = {"inline_max_bytes": push_inline_max}
+    return json.dumps(frame)
 
 
 def ping_frame() -> str:
-    return '{"type": "ping"}'
+    return json.dumps({"type": wire.PING})
 
 
 def printers_frame(printers: list[dict[str, Any]]) -> str:
-    return json.dumps({"type": "printers", "printers": printers})
+    return json.dumps({"type": wire.PRINTERS, "printers": printers})
 
 
 @dataclass(frozen=True)

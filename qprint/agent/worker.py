@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from qprint.agent import journal as j
+from qprint.agent import protocol as p
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi
 from qprint.agent.protocol import Endpoints
@@ -63,9 +64,13 @@ class Reporter:
         self.http = http
         self.api = api or DeviceApi(http, None)  # over the socket when the server offers it
         self._lock = asyncio.Lock()
+        self._in_flight: dict[int, asyncio.Future] = {}
+        self._background: set[asyncio.Future] = set()
 
     async def flush(self, endpoints: Endpoints) -> bool:
         """True when nothing is left to send."""
+        if self.pipelined:
+            return await self._flush_pipelined(endpoints)
         async with self._lock:
             report = await self.journal.next_report()
             while report is not None:
@@ -74,10 +79,56 @@ class Reporter:
                     return False
             return True
 
-    async def _send(self, endpoints: Endpoints, report: j.Report) -> tuple[bool, j.Report | None]:
-        """(acknowledged, the next report to send); not acknowledged: stop this flush."""
+    def flush_soon(self, endpoints: Endpoints) -> None:
+        """Start sending the outbox without waiting for the answers (on the socket, whose
+        answers come in order); a later :meth:`flush` waits for them. Over HTTP nothing starts
+        here: the next :meth:`flush` sends in order, one at a time."""
+        if self.pipelined:
+            task = asyncio.ensure_future(self._flush_pipelined(endpoints))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    @property
+    def pipelined(self) -> bool:
+        """Reports travel on the socket (answered in order): sent without waiting for each."""
+        return self.api.ordered(Endpoints.events_path("-"))
+
+    async def _flush_pipelined(self, endpoints: Endpoints) -> bool:
+        """Send every report of the outbox at once as frames, then take the answers as they come
+        (in order). A report already in flight (sent by another flush) is not sent twice: its
+        answer is awaited. Journal order is kept: a report is in the outbox (committed) before
+        it is sent."""
+        while True:
+            async with self._lock:
+                reports = await self.journal.pending(64)
+                waiting = []
+                for report in reports:
+                    task = self._in_flight.get(report.seq)
+                    if task is None:
+                        task = asyncio.ensure_future(self._deliver(endpoints, report))
+                        self._in_flight[report.seq] = task
+                    waiting.append(task)
+            if not waiting:
+                return True
+            if not all(await asyncio.gather(*waiting)):
+                return False
+
+    async def _deliver(self, endpoints: Endpoints, report: j.Report) -> bool:
         try:
-            response = await self.api.report(endpoints, report.path, report.body)
+            sent, _ = await self._send(endpoints, report, following=False)
+            return sent
+        finally:
+            self._in_flight.pop(report.seq, None)
+
+    async def _send(
+        self, endpoints: Endpoints, report: j.Report, following: bool = True
+    ) -> tuple[bool, j.Report | None]:
+        """(acknowledged, the next report to send); not acknowledged: stop this flush.
+        ``following=False``: the next report is not wanted (pipelined: it was sent already)."""
+        try:
+            response = await self.api.report(
+                endpoints, report.path, report.body, socket_only=not following
+            )
         except httpx.HTTPError as exc:
             logger.info(
                 "report_deferred device=%s key=%s error=%s",
@@ -88,14 +139,14 @@ class Reporter:
             return False, None
         status = response.status_code
         if status in (200, 201):
-            return True, await self.journal.acknowledge(report.seq, "ok")
+            return True, await self.journal.acknowledge(report.seq, "ok", following=following)
         if status in (401, 403, 408, 429) or status >= 500:
             logger.info(
                 "report_deferred device=%s key=%s status=%s", self.device, report.key, status
             )
             return False, None
         code = error_code(response)
-        following = await self.journal.acknowledge(report.seq, f"{status}:{code}")
+        after = await self.journal.acknowledge(report.seq, f"{status}:{code}", following=following)
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
             self.device,
@@ -108,7 +159,7 @@ class Reporter:
         if code == "job_cancelled" and report.job_id:
             # Cancelled before we received it: never print it.
             await self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
-        return True, following
+        return True, after
 
 
 @dataclass(frozen=True)
@@ -123,9 +174,15 @@ class Assignment:
     options: dict[str, Any]
     document_url: str
     body: dict[str, Any]
+    #: The document a pushed assignment carried inline (checked like a download), else None.
+    inline: bytes | None = None
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> "Assignment":
+        """The assignment in a claim's answer or a pushed ``assignment`` frame; the journal keeps
+        ``body`` without the inline document (it is not needed once the job is RECEIVED)."""
+        inline = p.inline_document(body)
+        body = {k: v for k, v in body.items() if k not in ("document_base64", "type", "pushed")}
         return cls(
             job_id=str(body["job_id"]),
             claim_id=str(body["claim_id"]),
@@ -137,6 +194,7 @@ class Assignment:
             options=dict(body.get("options") or {}),
             document_url=str(body.get("document_url") or ""),
             body=body,
+            inline=inline,
         )
 
 
@@ -274,6 +332,8 @@ class JobRunner:
     async def _download(
         self, endpoints: Endpoints, a: Assignment
     ) -> tuple[bytes, tuple[str, str] | str | None]:
+        if a.inline is not None:
+            return a.inline, _mismatch(a, a.inline)
         url = endpoints.resolve(a.document_url) if a.document_url else endpoints.document(a.job_id)
         try:
             response = await self.http.get(url, timeout=httpx.Timeout(10, read=120))
@@ -296,12 +356,7 @@ class JobRunner:
             )
             return b"", RETRY_LATER
         data = response.content
-        if len(data) != a.size:
-            return data, ("size_mismatch", f"expected {a.size} bytes, got {len(data)}")
-        digest = hashlib.sha256(data).hexdigest()
-        if digest != a.sha256:
-            return data, ("checksum_mismatch", f"expected sha256 {a.sha256}, got {digest}")
-        return data, None
+        return data, _mismatch(a, data)
 
     async def _submit(self, endpoints: Endpoints, a: Assignment, data: bytes) -> None:
         # The point of no return: written (and fsync'd) before the spooler sees the document.
@@ -337,7 +392,12 @@ class JobRunner:
             expect=frozenset({j.SUBMITTING}),
         )
         logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
-        await self.reporter.flush(endpoints)
+        # On the socket SPOOLED goes out now and its answer is taken with PRINTED's; over HTTP
+        # it is sent (and answered) before the job is followed, as before.
+        if self.reporter.pipelined:
+            self.reporter.flush_soon(endpoints)
+        else:
+            await self.reporter.flush(endpoints)
         spooled = j.JobEntry(a.job_id, a.claim_id, j.SPOOLED, ref, a.title)
         await self.finish_spooled(endpoints, spooled)
 
@@ -368,3 +428,13 @@ class JobRunner:
         ):
             log = logger.info if status == "PRINTED" else logger.warning
             log("job_%s device=%s job=%s message=%s", status.lower(), self.device, job_id, message)
+
+
+def _mismatch(a: Assignment, data: bytes) -> tuple[str, str] | None:
+    """Why the document is not the job's (size, then sha256), or None."""
+    if len(data) != a.size:
+        return ("size_mismatch", f"expected {a.size} bytes, got {len(data)}")
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != a.sha256:
+        return ("checksum_mismatch", f"expected sha256 {a.sha256}, got {digest}")
+    return None

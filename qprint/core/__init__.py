@@ -6,5 +6,7 @@ machine (:mod:`~qprint.core.states`), the refusals with their code and status
 decision (:mod:`~qprint.core.gate`), prepared queries (:mod:`~qprint.core.prepared`), the SQL text
 that differs by database vendor (:mod:`~qprint.core.sql`), the settings (:mod:`~qprint.core.conf`,
 checked by :mod:`~qprint.core.checks`), the database threads (:mod:`~qprint.core.executor`), the
-log formatters (:mod:`~qprint.core.logs`) and the doors into qcluster (:mod:`~qprint.core.cluster`).
+log formatters (:mod:`~qprint.core.logs`), the doors into qcluster (:mod:`~qprint.core.cluster`)
+and the device socket's wire constants (:mod:`~qprint.core.wire`, which imports nothing: the
+agent imports it too, and nothing else of qprint).
 """

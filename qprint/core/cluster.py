@@ -29,6 +29,7 @@ from qcluster.appsettings import (  # noqa: F401  (the settings machinery, for q
     AppSettings,
     Setting,
     at_least,
+    is_int,
     positive_int,
     positive_number,
 )

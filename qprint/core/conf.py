@@ -17,10 +17,19 @@ from typing import Any
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from qprint.core.cluster import AppSettings, Setting, at_least, positive_int, positive_number
+from qprint.core.cluster import (
+    AppSettings,
+    Setting,
+    at_least,
+    is_int,
+    positive_int,
+    positive_number,
+)
 
 #: Deeper than this, Python's own JSON parser and encoder would run out of stack.
 MAX_JSON_DEPTH_CEILING = 200
+#: A pushed assignment carries its document as base64 in one text frame: no more than this.
+MAX_INLINE_CEILING = 16 * 1024 * 1024
 #: Below this a render worker cannot even load PDFium (``qprint.E021``).
 MIN_RENDER_MEMORY_BYTES = 64 * 1024 * 1024
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
@@ -222,6 +231,19 @@ SETTINGS: tuple[Setting, ...] = (
         "DRAIN_SPREAD_SECONDS",
         5,
         "Device socket: a draining node closes its sockets spread over this many seconds.",
+    ),
+    Setting(
+        "INLINE_DOCUMENT_MAX_BYTES",
+        262144,
+        (
+            "Device socket, pushed assignments: a document of at most this many bytes travels "
+            "inside the pushed assignment (the device asks for up to its own limit; 0: always "
+            "downloaded)."
+        ),
+        must=f"an integer from 0 to {MAX_INLINE_CEILING} (it travels as base64 in one frame)",
+        valid=lambda value: is_int(value) and 0 <= value <= MAX_INLINE_CEILING,
+        error="qprint.E030",
+        hint='See docs/PROTOCOL.md, "Pushed assignments".',
     ),
     _limit(
         "MAX_FRAMES_PER_SECOND",

@@ -43,6 +43,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from qprint.core import cluster, gate, sql
 from qprint.core.errors import NotFound
@@ -104,6 +105,7 @@ _ASSIGNMENT_FIELDS = (
     "priority",
     "created_at",
     "status",
+    "waited_until",
 )
 
 
@@ -130,9 +132,12 @@ def claim_next_job(
         return _claim_step_by_step(device, node)
 
 
-def _claimed(job_id, device: Device, claim_id, node: str) -> None:
-    """Inside the claim's transaction, once the job moved: the application is told (webhooks)."""
-    outbox.announce_job(job_id, device.tenant, JobStatus.CLAIMED, subscribed=device.announced)
+def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
+    """Inside the claim's transaction, once the job moved: the application is told (webhooks,
+    and a ``?wait`` request watching the job)."""
+    outbox.announce_job(
+        job_id, device.tenant, JobStatus.CLAIMED, subscribed=device.announced, waited=waited
+    )
     logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device.pk, claim_id, node)
 
 
@@ -167,7 +172,8 @@ def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
             events.record_server_event(
                 candidate, JobStatus.CLAIMED, detail={"claim_id": str(claim_id), "node": node}
             )
-            _claimed(candidate.pk, device, claim_id, node)
+            waited = candidate.waited_until is not None and candidate.waited_until > timezone.now()
+            _claimed(candidate.pk, device, claim_id, node, waited)
             return Assignment.of(candidate)
     return None
 
@@ -189,20 +195,20 @@ WITH held AS (
         claimed_at = now(), attempts = attempts + 1
     WHERE id = %(candidate)s AND device_id = %(device)s AND {{claimable}}
       AND NOT EXISTS (SELECT 1 FROM held)
-    RETURNING {_COLUMNS}
+    RETURNING {_COLUMNS}, COALESCE(waited_until > now(), false) AS waited
 ), recorded AS (
     {{event}}
     RETURNING job_id
 )
-SELECT 'held', {_COLUMNS} FROM held
+SELECT 'held', {_COLUMNS}, false FROM held
 UNION ALL
-SELECT 'claimed', {_COLUMNS} FROM claimed WHERE EXISTS (SELECT 1 FROM recorded)
+SELECT 'claimed', {_COLUMNS}, waited FROM claimed WHERE EXISTS (SELECT 1 FROM recorded)
 """
 
 
 def _assignment_of_row(row) -> Assignment:
     _, job_id, claim_id, printer, title, content_type, size, sha256, options, priority, created = (
-        row
+        row[:11]
     )
     return Assignment(
         job_id=job_id,
@@ -252,7 +258,7 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
                     assignment.claim_id,
                 )
             else:
-                _claimed(assignment.job_id, device, claim_id, node)
+                _claimed(assignment.job_id, device, claim_id, node, bool(row[11]))
             return assignment
         if candidate is None:
             return None

@@ -42,12 +42,12 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.core import sql
+from qprint.core import sql, wire
 from qprint.domain import reconcile
 from qprint.models import Device, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
-LEASE_HEARTBEATS = 3
+LEASE_HEARTBEATS = wire.HEARTBEAT_MISSED_INTERVALS
 
 
 class Replaced(Exception):

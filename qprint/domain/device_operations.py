@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from qprint import documents
+from qprint.core.errors import NotFound
 from qprint.domain import commands, credentials
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
@@ -49,10 +51,39 @@ def claim(
     return Answer(200, body)
 
 
-def event(device: Device | int, job_id: Any, body: Any, *, token_hash: str | None = None) -> Answer:
+def pushed_claim(
+    device_id: int, document_url: Callable[[Any], str], *, token_hash: str, inline_max: int
+) -> tuple[dict[str, Any], bytes | None] | None:
+    """The claim a socket in push mode makes for its device (docs/PROTOCOL.md, "Pushed
+    assignments"): the same claim as :func:`claim`, with the same gate and token check, and the
+    document's bytes when its size is at most ``inline_max`` (None: downloaded by the device).
+    None when there is nothing to hand out."""
+    answer = claim(device_id, document_url, token_hash=token_hash)
+    if answer.body is None:
+        return None
+    body, document = answer.body, None
+    if body["size"] <= inline_max:
+        try:
+            document = documents.open_document(body["job_id"])
+        except NotFound:  # gone: the device's download answers 404 and it reports FAILED
+            document = None
+    return body, document
+
+
+def event(
+    device: Device | int,
+    job_id: Any,
+    body: Any,
+    *,
+    token_hash: str | None = None,
+    pushes_next: bool = False,
+) -> Answer:
     """201 a new event, 200 the replay of one already recorded (same id, same content).
-    ``token_hash``: as for :func:`claim` (checked in the event's own lock)."""
-    outcome = record_device_event(device, job_id, body, token_hash=token_hash)
+    ``token_hash``: as for :func:`claim` (checked in the event's own lock). ``pushes_next``: the
+    socket pushes the next job itself after this answer (no wakeup of the device)."""
+    outcome = record_device_event(
+        device, job_id, body, token_hash=token_hash, pushes_next=pushes_next
+    )
     answer = {
         **event_object(outcome.event),
         "job_id": str(outcome.job.pk),

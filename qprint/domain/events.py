@@ -34,8 +34,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
-from django.db.models import F, IntegerField, OuterRef, Subquery, UUIDField
+from django.db.models import (
+    BooleanField,
+    ExpressionWrapper,
+    F,
+    IntegerField,
+    OuterRef,
+    Q,
+    Subquery,
+    UUIDField,
+)
 from django.db.models.functions import Now
+from django.utils import timezone
 
 from qprint.core.device_events import DeviceEvent, fingerprint_of, parse_device_event
 from qprint.core.errors import EventRejected, Invalid, NotFound
@@ -67,6 +77,7 @@ def record_device_event(
     payload: Any,
     *,
     token_hash: str | None = None,
+    pushes_next: bool = False,
 ) -> EventOutcome:
     """Record an event the device reports about one of its jobs, moving the job if it says so.
 
@@ -75,7 +86,9 @@ def record_device_event(
     :class:`~qprint.core.errors.EventRejected` (409) with ``event_conflict``, ``stale_claim``,
     ``job_cancelled`` or ``backwards``. ``token_hash``: the event of a device socket (``device``
     may then be its id), whose device must still hold that token (401) and be enabled (403),
-    judged in the job lock's own statement.
+    judged in the job lock's own statement. ``pushes_next``: the caller is the device's socket in
+    push mode, which claims the next job itself once this event is answered; a job leaving
+    CLAIMED then publishes no wakeup of the device (it would only make that socket read its row).
     """
     device_id = device.pk if isinstance(device, Device) else int(device)
     try:
@@ -118,9 +131,13 @@ def record_device_event(
             return EventOutcome(created=False, job=job, event=replay)
         target = event.type if event.type != PROGRESS and event.type != job.status else None
         if connection.vendor == "postgresql":
-            recorded = _record_in_one_statement(job, device_id, event, fingerprint, target)
+            recorded = _record_in_one_statement(
+                job, device_id, event, fingerprint, target, not pushes_next
+            )
         else:
-            recorded = _record_step_by_step(job, device_id, event, fingerprint, target)
+            recorded = _record_step_by_step(
+                job, device_id, event, fingerprint, target, not pushes_next
+            )
         if recorded is None:
             # The same event_id was recorded concurrently (for another job, since this job's row
             # is locked, or before the lock was granted): answer as that delivery did.
@@ -148,6 +165,7 @@ def _build_job_lock():
             announced=outbox.tenant_subscribed(OuterRef("tenant")),
             device_token_hash=F("device__token_hash"),
             device_enabled=F("device__enabled"),
+            waited=ExpressionWrapper(Q(waited_until__gt=Now()), output_field=BooleanField()),
         )[:1]
     )
 
@@ -179,7 +197,12 @@ def _event_row(
 
 
 def _record_step_by_step(
-    job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str, target: str | None
+    job: PrintJob,
+    device_id: int,
+    event: DeviceEvent,
+    fingerprint: str,
+    target: str | None,
+    wake: bool = True,
 ) -> PrintJobEvent | None:
     """INSERT in a savepoint, then the guarded UPDATE (SQLite); None: the event_id is taken."""
     recorded = _event_row(job, device_id, event, fingerprint)
@@ -189,7 +212,7 @@ def _record_step_by_step(
     except IntegrityError:
         return None
     if target is not None:
-        _move(job, target, reason=event.message)
+        _move(job, target, reason=event.message, wake=wake)
     return recorded
 
 
@@ -219,7 +242,12 @@ FROM recorded LEFT JOIN moved ON true
 
 
 def _record_in_one_statement(
-    job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str, target: str | None
+    job: PrintJob,
+    device_id: int,
+    event: DeviceEvent,
+    fingerprint: str,
+    target: str | None,
+    wake: bool = True,
 ) -> PrintJobEvent | None:
     """The event and the move in one statement (PostgreSQL); None: the event_id is taken."""
     current = job.status
@@ -250,7 +278,7 @@ def _record_in_one_statement(
             raise EventRejected("backwards", f"The job is no longer {current}.")
         job.status, job.status_reason = status, reason
         job.received_at, job.finished_at = received_at, finished_at
-        _moved(job, current, target)
+        _moved(job, current, target, wake=wake)
     recorded = _event_row(job, device_id, event, fingerprint)
     recorded.pk, recorded.recorded_at = event_pk, recorded_at
     recorded._state.adding, recorded._state.db = False, DEFAULT_DB_ALIAS
@@ -288,7 +316,7 @@ def _cancelled_by_application(job: PrintJob) -> bool:
     return job.events.filter(source=EventSource.SERVER, type=JobStatus.CANCELLED).exists()
 
 
-def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
+def _move(job: PrintJob, target: str, *, reason: str = "", wake: bool = True) -> None:
     """Move ``job`` (row locked by the caller) to ``target`` with a guarded UPDATE."""
     current = job.status
     changes: dict[str, Any] = {"status": target, "status_reason": reason[:1000]}
@@ -300,18 +328,33 @@ def _move(job: PrintJob, target: str, *, reason: str = "") -> None:
     if moved != 1:  # cannot happen while the row is locked; refuse rather than guess
         raise EventRejected("backwards", f"The job is no longer {current}.")
     job.refresh_from_db(fields=["status", "status_reason", "received_at", "finished_at"])
-    _moved(job, current, target)
+    _moved(job, current, target, wake=wake)
 
 
-def _moved(job: PrintJob, current: str, target: str) -> None:
-    """What follows a move once it commits: the device is woken, the application told."""
+def _moved(job: PrintJob, current: str, target: str, *, wake: bool = True) -> None:
+    """What follows a move once it commits: the device is woken (unless its socket claims the
+    next job itself: ``wake=False``), the application told."""
     logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
     # A job locked by record_device_event knows whether its tenant has webhooks (``announced``).
-    outbox.announce_job(job.pk, job.tenant, target, subscribed=getattr(job, "announced", True))
-    if current == JobStatus.CLAIMED:
+    outbox.announce_job(
+        job.pk,
+        job.tenant,
+        target,
+        subscribed=getattr(job, "announced", True),
+        waited=_waited(job),
+    )
+    if current == JobStatus.CLAIMED and wake:
         wake_after_commit(job.tenant, job.device_id, "job_released")
     if is_final(target):
         send_job_finished_after_commit(job)
+
+
+def _waited(job: PrintJob) -> bool:
+    """Whether a ``?wait`` request watches the job (the lock's ``waited``, else the column)."""
+    waited = getattr(job, "waited", None)
+    if waited is not None:
+        return bool(waited)
+    return job.waited_until is not None and job.waited_until > timezone.now()
 
 
 def record_server_event(

@@ -9,6 +9,7 @@ yet see. Jobs are made by :mod:`qprint.domain.submission`; the status moves them
 
 import logging
 import uuid
+from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import (
@@ -17,6 +18,7 @@ from django.db.models import (
     QuerySet,
     UUIDField,
 )
+from django.db.models.functions import Coalesce, Greatest, Now
 
 from qprint.core import inputs
 from qprint.core.errors import (
@@ -44,6 +46,17 @@ def get_job(tenant: str, job_id: uuid.UUID | str) -> PrintJob:
     if job is None:
         raise NotFound("not_found", "No such job.")
     return job
+
+
+def watch(job_id: uuid.UUID, seconds: float) -> None:
+    """A ``?wait`` request watches ``job_id`` for ``seconds``: until then the job's moves send
+    their after-commit notice (``qprint.webhooks.notify``); a job nobody waits on sends none.
+    Committed before the waiter reads the job, so a move either sees the mark (it waits for the
+    row) or committed before the read."""
+    until = Now() + timedelta(seconds=seconds + 1)
+    PrintJob.objects.filter(pk=job_id).update(
+        waited_until=Greatest(Coalesce("waited_until", until), until)
+    )
 
 
 def _device_named(tenant: str, name: str) -> Device:

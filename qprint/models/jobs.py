@@ -77,6 +77,9 @@ class PrintJob(models.Model):
         _("expires at"), null=True, blank=True, default=default_expires_at
     )
     submitted_by = models.CharField(_("submitted by"), max_length=255, blank=True, default="")
+    # A ``?wait`` request watches this job until then: its moves send the after-commit notice
+    # (docs/WEBHOOKS.md, "Waiting"). Read by no rule; without it a move tells nobody.
+    waited_until = models.DateTimeField(_("waited on until"), null=True, blank=True, editable=False)
 
     objects = PrintJobQuerySet.as_manager()
 

@@ -22,13 +22,13 @@ import time
 import uuid
 from typing import Any
 
-from channels.consumer import AsyncConsumer, get_handler_name
+from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 from django.urls import reverse
 
-from qprint.core import cluster
+from qprint.core import cluster, inputs, wire
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid, QPrintError
 from qprint.domain import (
@@ -42,17 +42,21 @@ from qprint.domain import (
 from qprint.metrics import instruments
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
-    CLOSE_SERVER_ERROR,
-    SUBPROTOCOL,
     Close,
     DeviceSession,
     OperationRequest,
+    Ping,
     Plan,
+    PrintersReported,
     ProtocolError,
+    StateReported,
     encode,
 )
 
 logger = logging.getLogger("qprint.socket")
+
+#: A push whose claim has not been made yet (:meth:`DeviceConsumer._carry_out`).
+_NOT_FETCHED = object()
 
 
 class UpgradeFailed(Exception):
@@ -87,6 +91,9 @@ class DeviceConsumer(AsyncConsumer):
         self.closing = False
         self._timer: asyncio.TimerHandle | None = None
         self._bus: bus.DeviceBus | None = None
+        #: When the last read of the row began (monotonic): a reconcile asked for an earlier
+        #: moment has nothing to catch up.
+        self._row_read_at = float("-inf")
         try:
             await await_many_dispatch([receive, self.inbox.get], self.dispatch)
         except StopConsumer:
@@ -95,13 +102,14 @@ class DeviceConsumer(AsyncConsumer):
             await self._release()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        # Unlike AsyncConsumer.dispatch: no aclose_old_connections() on the shared sync thread.
-        handler = getattr(self, get_handler_name(message), None)
+        # Unlike AsyncConsumer.dispatch: a table, not getattr, and no aclose_old_connections()
+        # on the shared sync thread.
+        handler = _MESSAGE_HANDLERS.get(message["type"])
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']!r}")
         if self.closing and message["type"].startswith("qprint."):
             return  # the socket is closing: nothing more to tell the device
-        await handler(message)
+        await handler(self, message)
 
     def deliver(self, message: dict[str, Any]) -> None:
         """Queue a message from the bus, the drain or the timer (called on the socket's loop)."""
@@ -110,8 +118,10 @@ class DeviceConsumer(AsyncConsumer):
     # -- upgrade ------------------------------------------------------------------------------
 
     async def websocket_connect(self, message: dict[str, Any]) -> None:
-        if SUBPROTOCOL not in self.scope.get("subprotocols", ()):
-            await self._refuse(401, "subprotocol_required", f"Subprotocol {SUBPROTOCOL} required.")
+        if wire.SUBPROTOCOL not in self.scope.get("subprotocols", ()):
+            await self._refuse(
+                401, "subprotocol_required", f"Subprotocol {wire.SUBPROTOCOL} required."
+            )
         token = _bearer(self.scope)
         if not token:
             await self._refuse(401, "unauthorized", "A device token is required.")
@@ -150,8 +160,10 @@ class DeviceConsumer(AsyncConsumer):
             heartbeat_seconds=self.heartbeat,
             max_frame_bytes=int(qprint_settings.MAX_FRAME_BYTES),
             max_frames_per_second=int(qprint_settings.MAX_FRAMES_PER_SECOND),
+            inline_cap=int(qprint_settings.INLINE_DOCUMENT_MAX_BYTES),
+            decode=_decode,
         )
-        await self.send({"type": "websocket.accept", "subprotocol": SUBPROTOCOL})
+        await self.send({"type": "websocket.accept", "subprotocol": wire.SUBPROTOCOL})
         self.accepted = True
         await self._send_frame(self.session.hello(taken, time.monotonic()))
         self._bus = bus.current()
@@ -198,9 +210,8 @@ class DeviceConsumer(AsyncConsumer):
     async def websocket_receive(self, message: dict[str, Any]) -> None:
         session = self.session
         try:
-            frame = session.receive(message.get("text"), time.monotonic())
-            handler = getattr(self, f"frame_{frame['type']}")
-            await handler(frame)
+            event = session.receive(message.get("text"), time.monotonic())
+            await _EVENT_HANDLERS[type(event)](self, event)
         except ProtocolError as exc:
             frame, close = session.protocol_error(exc)
             await self._send_frame(frame)
@@ -208,28 +219,29 @@ class DeviceConsumer(AsyncConsumer):
         except connection.Replaced:
             await self._close(session.row_taken())
 
-    async def frame_state(self, frame: dict[str, Any]) -> None:
-        control, settings = self.session.applied_revisions(frame)
+    async def on_state(self, event: StateReported) -> None:
         first = not self.session.ready
+        self._row_read_at = time.monotonic()
         try:
             state = await socket_db.run(
                 connection.mark_ready,
                 self.device_id,
                 self.connection_id,
-                control,
-                settings,
+                event.control_revision,
+                event.settings_revision,
                 self.heartbeat,
             )
         except connection.Replaced:
             raise
         except Exception as exc:  # not recorded: the device reconnects and reports again
             logger.warning("socket_state_failed device=%s error=%r", self.device_id, exc)
-            await self._close(Close(CLOSE_SERVER_ERROR, "database_error"))
+            await self._close(Close(wire.CLOSE_SERVER_ERROR, "database_error"))
         if first:
             logger.info("socket_ready device=%s connection=%s", self.device_id, self.connection_id)
-        await self._carry_out(self.session.marked_ready(state))
+        await self._carry_out(self.session.marked_ready(state, event))
 
-    async def frame_ping(self, frame: dict[str, Any]) -> None:
+    async def on_ping(self, event: Ping) -> None:
+        self._row_read_at = time.monotonic()
         try:
             state = await socket_db.run(
                 connection.ping, self.device_id, self.connection_id, self.heartbeat
@@ -241,11 +253,9 @@ class DeviceConsumer(AsyncConsumer):
             return
         instruments.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
-    async def frame_printers(self, frame: dict[str, Any]) -> None:
+    async def on_printers(self, event: PrintersReported) -> None:
         try:
-            await socket_db.run(
-                devices.replace_printers, self.device_id, self.session.printers(frame)
-            )
+            await socket_db.run(devices.replace_printers, self.device_id, event.printers)
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
         except DataError as exc:  # the database refused a value the device sent
@@ -253,22 +263,16 @@ class DeviceConsumer(AsyncConsumer):
 
     # -- operations over the socket (claim, event, command result) ------------------------------
 
-    async def frame_claim(self, frame: dict[str, Any]) -> None:
-        await self._operation(frame)
-
-    async def frame_event(self, frame: dict[str, Any]) -> None:
-        await self._operation(frame)
-
-    async def frame_command_result(self, frame: dict[str, Any]) -> None:
-        await self._operation(frame)
-
-    async def _operation(self, frame: dict[str, Any]) -> None:
+    async def on_operation(self, request: OperationRequest) -> None:
         """Answer a request frame as the HTTP API would: a malformed one is the session's
         protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
-        request = self.session.operation(frame)
         started = time.perf_counter()
+        pushed = _NOT_FETCHED
         try:
-            answer = await socket_db.run(self._perform, request)
+            if self.session.pushes_after(request):  # the event, then the push: one thread hop
+                answer, pushed = await socket_db.run(self._event_then_push, request)
+            else:
+                answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
         except QPrintError as exc:
             status, error = exc.status, exc.code
             out = self.session.refused(request, exc.status, exc.code, exc.message)
@@ -281,21 +285,67 @@ class DeviceConsumer(AsyncConsumer):
             out = self.session.answer(request, answer.status, answer.body)
         instruments.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
+        if pushed is not _NOT_FETCHED:
+            await self._send_pushed(pushed)
 
-    def _perform(self, request: OperationRequest) -> device_operations.Answer:
-        """The operation, on a socket thread, for the device as the HTTP API authenticates it."""
-        token_hash = self.session.token_hash
-        if request.operation == "claim":  # the token is checked in the claim's own lock
-            return device_operations.claim(
-                self.device_id, self._document_url, token_hash=token_hash
-            )
-        if request.operation == "event":  # and in the event's
-            return device_operations.event(
-                self.device_id, request.target, request.body, token_hash=token_hash
-            )
-        return device_operations.command_result(
-            self.device_id, request.target, request.body, token_hash=token_hash
+    def _event_then_push(self, request: OperationRequest) -> tuple[device_operations.Answer, Any]:
+        """On a socket thread: the event, then (when it released the job last pushed) the claim
+        for the next job, so the RECEIVED that frees a device's queue costs one hand-off."""
+        answer = self._event(request)
+        if not self.session.push_after(request, answer.body):
+            return answer, None
+        return answer, self._claim_for_push()
+
+    def _claim(self, request: OperationRequest) -> device_operations.Answer:
+        """On a socket thread: the claim for the device as the HTTP API authenticates it (the
+        token is checked in the claim's own lock)."""
+        return device_operations.claim(
+            self.device_id, self._document_url, token_hash=self.session.token_hash
         )
+
+    def _event(self, request: OperationRequest) -> device_operations.Answer:
+        return device_operations.event(
+            self.device_id,
+            request.target,
+            request.body,
+            token_hash=self.session.token_hash,
+            pushes_next=self.session.pushes_after(request),
+        )
+
+    def _command_result(self, request: OperationRequest) -> device_operations.Answer:
+        return device_operations.command_result(
+            self.device_id, request.target, request.body, token_hash=self.session.token_hash
+        )
+
+    # -- pushed assignments ----------------------------------------------------------------------
+
+    def _claim_for_push(self) -> Any:
+        """On a socket thread: the claim for the device (push mode): ``(body, document)``, None
+        (nothing to hand out), or the refusal or database error (sent nothing: the next
+        wakeup, event or heartbeat tries again)."""
+        try:
+            return device_operations.pushed_claim(
+                self.device_id,
+                self._document_url,
+                token_hash=self.session.token_hash,
+                inline_max=self.session.push_inline_max or 0,
+            )
+        except (QPrintError, DatabaseError) as exc:
+            return exc
+
+    async def _send_pushed(self, pushed: Any) -> bool:
+        """Send what :meth:`_claim_for_push` got; True when an assignment went out."""
+        if isinstance(pushed, QPrintError):
+            logger.debug("push_refused device=%s error=%s", self.device_id, pushed.code)
+            return False
+        if isinstance(pushed, DatabaseError):
+            logger.warning("push_failed device=%s error=%r", self.device_id, pushed)
+            return False
+        if pushed is None:
+            return False
+        body, document = pushed
+        await self._send_frame(self.session.pushed(body, document))
+        return True
 
     def _document_url(self, job_id) -> str:
         """The document's absolute URL on the host this socket was opened on."""
@@ -313,6 +363,9 @@ class DeviceConsumer(AsyncConsumer):
         instruments.wakeup_handled(message, await self._reconcile())
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
+        since = message.get("subscribed_at")
+        if isinstance(since, float) and self._row_read_at >= since:
+            return  # the row was read after the subscription: nothing was missed
         await self._reconcile()
 
     async def qprint_replaced(self, message: dict[str, Any]) -> None:
@@ -331,20 +384,31 @@ class DeviceConsumer(AsyncConsumer):
             self._arm_timer(answer)
 
     async def _reconcile(self) -> bool | None:
+        self._row_read_at = time.monotonic()
         try:
-            state = await socket_db.run(connection.read, self.device_id, self.connection_id)
+            plan, pushed = await socket_db.run(self._read_then_push)
         except connection.Replaced:
             await self._close(self.session.row_taken())
             return
         except Exception as exc:  # the heartbeat will try again
             logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
             return None
-        return await self._carry_out(self.session.reconciled(state))
+        return await self._carry_out(plan, pushed)
+
+    def _read_then_push(self) -> tuple[Plan, Any]:
+        """On a socket thread (the socket's task waits for it: the session is not touched
+        meanwhile): read the row and, when the session's plan says push, claim at once, so a
+        wakeup of a device in push mode costs one hand-off."""
+        plan = self.session.reconciled(connection.read(self.device_id, self.connection_id))
+        if not plan.push or plan.frames or plan.read_settings or plan.deliver_commands:
+            return plan, _NOT_FETCHED  # what goes out before the push goes first
+        return plan, self._claim_for_push()
 
     # -- carrying out the session's answers -------------------------------------------------------
 
-    async def _carry_out(self, plan: Plan) -> bool:
-        """Carry out ``plan``; True when it sent a ``wake`` (for the metrics)."""
+    async def _carry_out(self, plan: Plan, pushed: Any = _NOT_FETCHED) -> bool:
+        """Carry out ``plan`` (``pushed``: the push's claim, made already; ``_NOT_FETCHED``: not
+        yet); True when it sent a ``wake`` or pushed a job (for the metrics)."""
         if plan.close is not None:
             await self._close(plan.close)
         for frame in plan.frames:
@@ -365,7 +429,11 @@ class DeviceConsumer(AsyncConsumer):
                 await self._send_frame(frame)
         for frame in plan.then:
             await self._send_frame(frame)
-        return any(frame.get("type") == "wake" for frame in plan.then)
+        if plan.push:
+            if pushed is _NOT_FETCHED:
+                pushed = await socket_db.run(self._claim_for_push)
+            return await self._send_pushed(pushed)
+        return any(frame.get("type") == wire.WAKE for frame in plan.then)
 
     async def _send_frame(self, frame: dict[str, Any]) -> None:
         if self.accepted and not self.closing:
@@ -425,3 +493,37 @@ class DeviceConsumer(AsyncConsumer):
                     self.connection_id,
                     exc,
                 )
+
+
+def _decode(text: str) -> Any:
+    """A frame's JSON, within the input limits (docs/SECURITY.md, "Limits")."""
+    try:
+        return inputs.parse_json("frame", text)
+    except Invalid as exc:
+        raise ValueError(exc.message) from None
+
+
+#: Channels messages -> the consumer's handler (the socket's events and its own queue's).
+_MESSAGE_HANDLERS = {
+    "websocket.connect": DeviceConsumer.websocket_connect,
+    "websocket.receive": DeviceConsumer.websocket_receive,
+    "websocket.disconnect": DeviceConsumer.websocket_disconnect,
+    "qprint.wake": DeviceConsumer.qprint_wake,
+    "qprint.reconcile": DeviceConsumer.qprint_reconcile,
+    "qprint.replaced": DeviceConsumer.qprint_replaced,
+    "qprint.drain": DeviceConsumer.qprint_drain,
+    "qprint.heartbeat_check": DeviceConsumer.qprint_heartbeat_check,
+}
+#: The session's events (frames from the device) -> the consumer's handler.
+_EVENT_HANDLERS = {
+    StateReported: DeviceConsumer.on_state,
+    Ping: DeviceConsumer.on_ping,
+    PrintersReported: DeviceConsumer.on_printers,
+    OperationRequest: DeviceConsumer.on_operation,
+}
+#: Operation requests -> what runs them on a socket thread.
+_OPERATIONS = {
+    wire.CLAIM: DeviceConsumer._claim,
+    wire.EVENT: DeviceConsumer._event,
+    wire.COMMAND_RESULT: DeviceConsumer._command_result,
+}

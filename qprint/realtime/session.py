@@ -14,58 +14,105 @@ What it remembers of one connection:
 - whether the device reported its state (``ready``: the first ``state`` frame);
 - the claimed job it last woke the device for, so a job held since before a reconnect is
   announced once;
-- when the device last sent a frame (the driver passes the monotonic time in).
+- when the device last sent a frame (the driver passes the monotonic time in);
+- in push mode (the device's ``state`` asked for ``push``), the most bytes sent inline and the job
+  last pushed, so a held job is pushed once per connection.
 
-``wake`` is sent only when the claim gate (:func:`qprint.core.gate.refusal`) is open for the
-row the last statement returned: the device is never woken for a claim that would be refused.
+Frames in are typed events (:class:`StateReported`, :class:`Ping`, :class:`PrintersReported`,
+:class:`OperationRequest`); the driver dispatches on the event's class. The session imports
+nothing of Django: the rows it reads are duck-typed (:class:`StateRow`, :class:`TakenRow`) and the
+bounded JSON parser is handed in.
+
+``wake`` is sent (or, in push mode, a claim made for the device) only when the claim gate
+(:func:`qprint.core.gate.refusal`) is open for the row the last statement returned: the device
+is never woken for a claim that would be refused. A device in push mode gets no ``wake``.
 """
 
 from __future__ import annotations
 
+import base64
+import hmac
 import json
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from qprint.core import gate, inputs
-from qprint.core.errors import Invalid
-from qprint.domain.connection import LEASE_HEARTBEATS, DeviceState, Taken
+from qprint.core import gate, wire
 
-SUBPROTOCOL = "qprint.v1"
-
-CLOSE_REPLACED = 4000
-CLOSE_DISABLED = 4001
-CLOSE_DRAINING = 4003
-CLOSE_PROTOCOL_ERROR = 4400
-CLOSE_HEARTBEAT_MISSED = 4408
-CLOSE_SERVER_ERROR = 1011
-
-#: Operations a device may send as frames instead of HTTP requests (``hello.operations``).
-OPERATIONS = ("claim", "event", "command_result")
-#: Frames a device may send.
-CLIENT_FRAMES = frozenset({"state", "ping", "printers", *OPERATIONS})
-MAX_REQUEST_ID = 64
 #: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
 _EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
 #: A device may send this many seconds' worth of ``MAX_FRAMES_PER_SECOND`` at once.
 FRAME_BURST_SECONDS = 5
+#: Event types after which the device's held job has left CLAIMED (the next one may be pushed).
+_RELEASING_EVENTS = frozenset({"RECEIVED", "PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED"})
 
 
 class ProtocolError(Exception):
     """A frame the device must not send: close 4400, change nothing."""
 
 
+# -- what the driver hands in: the rows its statements returned (duck-typed, no import of them) --
+
+
+class TakenRow(Protocol):
+    """The row a new connection took (:class:`qprint.domain.connection.Taken`)."""
+
+    paused: bool
+    control_revision: int
+    settings_revision: int
+    settings: dict[str, Any]
+    active_jobs: tuple[tuple[str, str, str], ...]
+
+
+class StateRow(gate.GateInputs, Protocol):
+    """What the row says now (:class:`qprint.domain.connection.DeviceState`): the gate's inputs
+    and what the connection may not have been told yet."""
+
+    token_hash: str
+    command_pending: bool
+    claimed_job_id: str | None
+    job_queued: bool
+
+
+# -- typed events: what a frame from the device means (:meth:`DeviceSession.receive`) -----------
+
+
+@dataclass(frozen=True)
+class StateReported:
+    """A ``state`` frame: the revisions the device applied (checked against those sent)."""
+
+    control_revision: int
+    settings_revision: int
+    #: ``push.inline_max_bytes`` (capped by the server), None: the frame asks for no push.
+    push_inline_max: int | None = None
+
+
+@dataclass(frozen=True)
+class Ping:
+    """A ``ping`` frame: renew the lease."""
+
+
+@dataclass(frozen=True)
+class PrintersReported:
+    """A ``printers`` frame: the list, for the domain to check and store."""
+
+    printers: Any
+
+
 @dataclass(frozen=True)
 class OperationRequest:
-    """An operation frame, parsed: ``operation`` one of :data:`OPERATIONS`, ``target`` the job or
-    command id, ``body`` what the HTTP API would have received as the request body. The driver
-    answers it through :mod:`qprint.domain.device_operations`, as the HTTP API does."""
+    """An operation frame, parsed: ``operation`` one of ``wire.REQUEST_OPERATIONS``, ``target``
+    the job or command id, ``body`` what the HTTP API would have received as the request body.
+    The driver answers it through :mod:`qprint.domain.device_operations`, as the HTTP API does."""
 
     operation: str
     request_id: str
     target: str | None = None
     body: dict[str, Any] = field(default_factory=dict)
+
+
+Event = StateReported | Ping | PrintersReported | OperationRequest
 
 
 @dataclass(frozen=True)
@@ -92,6 +139,8 @@ class Plan:
     redeliver_commands: bool = False
     #: Sent last (the ``wake``).
     then: list[dict[str, Any]] = field(default_factory=list)
+    #: Claim for the device (push mode), then send :meth:`DeviceSession.pushed` of the answer.
+    push: bool = False
 
 
 def revision(frame: dict[str, Any], name: str) -> int:
@@ -106,7 +155,12 @@ def encode(frame: dict[str, Any]) -> str:
 
 
 class DeviceSession:
-    """One device connection, from ``hello`` to the close."""
+    """One device connection, from ``hello`` to the close.
+
+    ``decode`` parses a frame's JSON text (the driver passes the domain's bounded parser; it
+    raises ``ValueError`` with a message for text it refuses). ``inline_cap`` caps the
+    ``push.inline_max_bytes`` a device asks for.
+    """
 
     def __init__(
         self,
@@ -118,6 +172,8 @@ class DeviceSession:
         heartbeat_seconds: float,
         max_frame_bytes: int,
         max_frames_per_second: int = 50,
+        inline_cap: int = 262144,
+        decode: Callable[[str], Any] | None = None,
     ) -> None:
         self.device_id = device_id
         self.token_hash = token_hash
@@ -125,10 +181,16 @@ class DeviceSession:
         self.node = node
         self.heartbeat_seconds = heartbeat_seconds
         self.max_frame_bytes = max_frame_bytes
+        self.inline_cap = inline_cap
+        self.decode = decode or _plain_json
         self.ready = False
         self.sent_control: tuple[int, bool] = (0, False)
         self.sent_settings_revision = 0
         self.woken_claim: str | None = None
+        #: Push mode: the most bytes of a document sent inline (None: the device claims itself).
+        self.push_inline_max: int | None = None
+        #: The job last pushed on this connection (pushed again only on the next connection).
+        self.pushed_job: str | None = None
         self.last_frame_at = 0.0
         self.max_frames_per_second = max_frames_per_second
         self._tokens = float(max_frames_per_second * FRAME_BURST_SECONDS)
@@ -149,20 +211,20 @@ class DeviceSession:
 
     # -- the start ------------------------------------------------------------------------------
 
-    def hello(self, taken: Taken, now: float) -> dict[str, Any]:
+    def hello(self, taken: TakenRow, now: float) -> dict[str, Any]:
         """The ``hello`` frame for the row the connection took; remembers what it tells."""
         self.sent_control = (taken.control_revision, taken.paused)
         self.sent_settings_revision = taken.settings_revision
         self.last_frame_at = now
         heartbeat = self.heartbeat_seconds
         return {
-            "type": "hello",
+            "type": wire.HELLO,
             "connection_id": str(self.connection_id),
             "node": self.node,
             "heartbeat_seconds": int(heartbeat) if heartbeat == int(heartbeat) else heartbeat,
             "control": {"revision": taken.control_revision, "paused": taken.paused},
             "settings": {"revision": taken.settings_revision, "values": taken.settings},
-            "operations": list(OPERATIONS),
+            "operations": list(wire.OPERATIONS),
             "active_jobs": [
                 {"job_id": job_id, "claim_id": claim_id, "status": status}
                 for job_id, claim_id, status in taken.active_jobs
@@ -171,8 +233,20 @@ class DeviceSession:
 
     # -- frames from the device -------------------------------------------------------------------
 
-    def receive(self, text: str | None, now: float) -> dict[str, Any]:
-        """Parse a frame from the device; :class:`ProtocolError` when it must not be sent."""
+    def receive(self, text: str | None, now: float) -> Event:
+        """What a frame from the device means; :class:`ProtocolError` when it must not be sent."""
+        frame = self._frame(text, now)
+        kind = frame["type"]
+        if kind == wire.STATE:
+            control, settings = self.applied_revisions(frame)
+            return StateReported(control, settings, self._push_asked(frame))
+        if kind == wire.PING:
+            return Ping()
+        if kind == wire.PRINTERS:
+            return PrintersReported(frame.get("printers"))
+        return self.operation(frame)
+
+    def _frame(self, text: str | None, now: float) -> dict[str, Any]:
         self.last_frame_at = now
         if text is None:
             raise ProtocolError("frames are JSON text")
@@ -183,14 +257,14 @@ class DeviceSession:
         ):
             raise ProtocolError(f"frame larger than {self.max_frame_bytes} bytes")
         try:
-            frame = inputs.parse_json("frame", text)
-        except Invalid as exc:
-            raise ProtocolError(exc.message) from exc
+            frame = self.decode(text)
+        except ValueError as exc:
+            raise ProtocolError(str(exc)) from exc
         if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
             raise ProtocolError('a frame is an object with a "type"')
-        if frame["type"] not in CLIENT_FRAMES:
+        if frame["type"] not in wire.CLIENT_FRAMES:
             raise ProtocolError(f"unknown frame type {frame['type']!r}")
-        if not self.ready and frame["type"] != "state":
+        if not self.ready and frame["type"] != wire.STATE:
             raise ProtocolError("the first frame must be state")
         return frame
 
@@ -202,16 +276,23 @@ class DeviceSession:
             raise ProtocolError("applied revisions above those the server sent")
         return control, settings
 
-    @staticmethod
-    def printers(frame: dict[str, Any]) -> Any:
-        """The printer list of a ``printers`` frame (checked by the domain)."""
-        return frame.get("printers")
+    def _push_asked(self, frame: dict[str, Any]) -> int | None:
+        """``push.inline_max_bytes`` of a ``state`` frame, capped; None without ``push``."""
+        if "push" not in frame:
+            return None
+        push = frame["push"]
+        if not isinstance(push, dict):
+            raise ProtocolError("push must be an object")
+        inline = push.get("inline_max_bytes", 0)
+        if isinstance(inline, bool) or not isinstance(inline, int) or inline < 0:
+            raise ProtocolError("push.inline_max_bytes must be a non-negative integer")
+        return min(inline, self.inline_cap)
 
     @staticmethod
     def protocol_error(error: ProtocolError) -> tuple[dict[str, Any], Close]:
         """The ``error`` frame to send, then the close (4400)."""
-        frame = {"type": "error", "code": "protocol_error", "message": str(error)}
-        return frame, Close(CLOSE_PROTOCOL_ERROR, f"protocol_error {error}")
+        frame = {"type": wire.ERROR, "code": "protocol_error", "message": str(error)}
+        return frame, Close(wire.CLOSE_PROTOCOL_ERROR, f"protocol_error {error}")
 
     # -- operations (docs/PROTOCOL.md, "Operations over the socket") -----------------------------
 
@@ -221,103 +302,155 @@ class DeviceSession:
         (no valid ``request_id``, no job or command id) is a :class:`ProtocolError`; what the
         body says is the domain's to judge, and a refusal is an answer."""
         request_id = frame.get("request_id")
-        if not isinstance(request_id, str) or not 0 < len(request_id) <= MAX_REQUEST_ID:
-            raise ProtocolError(f"request_id must be a string of 1 to {MAX_REQUEST_ID} characters")
+        if not isinstance(request_id, str) or not 0 < len(request_id) <= wire.MAX_REQUEST_ID:
+            raise ProtocolError(
+                f"request_id must be a string of 1 to {wire.MAX_REQUEST_ID} characters"
+            )
         kind = frame["type"]
-        if kind == "claim":
-            return OperationRequest("claim", request_id)
-        if kind == "event":
+        if kind == wire.CLAIM:
+            return OperationRequest(wire.CLAIM, request_id)
+        if kind == wire.EVENT:
             job_id = frame.get("job_id")
             if not isinstance(job_id, str) or not job_id:
                 raise ProtocolError("an event frame names its job_id (a string)")
             body = {name: frame[name] for name in _EVENT_FIELDS if name in frame}
             if "event_type" in frame:
                 body["type"] = frame["event_type"]
-            return OperationRequest("event", request_id, job_id, body)
+            return OperationRequest(wire.EVENT, request_id, job_id, body)
         command_id = frame.get("command_id")
         if not isinstance(command_id, str) or not command_id:
             raise ProtocolError("a command_result frame names its command_id (a string)")
         body = {name: frame[name] for name in ("status", "result") if name in frame}
-        return OperationRequest("command_result", request_id, command_id, body)
+        return OperationRequest(wire.COMMAND_RESULT, request_id, command_id, body)
 
     @staticmethod
     def answer(request: OperationRequest, status: int, body: dict[str, Any] | None) -> dict:
         """The frame answering ``request`` with the HTTP API's status and body (None: 204)."""
         rid = request.request_id
-        if request.operation == "claim":
+        if request.operation == wire.CLAIM:
             if body is None:
-                return {"type": "nothing", "request_id": rid}
-            return {**body, "type": "assignment", "request_id": rid}
-        if request.operation == "event":
-            return {"type": "event_recorded", "request_id": rid, "status": status, "event": body}
-        return {"type": "command_recorded", "request_id": rid, "status": status, "command": body}
+                return {"type": wire.NOTHING, "request_id": rid}
+            return {**body, "type": wire.ASSIGNMENT, "request_id": rid}
+        if request.operation == wire.EVENT:
+            return {"type": wire.EVENT_RECORDED, "request_id": rid, "status": status, "event": body}
+        return {"type": wire.COMMAND_RECORDED, "request_id": rid, "status": status, "command": body}
+
+    def pushes_after(self, request: OperationRequest) -> bool:
+        """Whether this connection will push once ``request`` is answered (before it runs): in
+        push mode, an event that may release the job last pushed (RECEIVED or final). The event
+        then needs no wakeup of the device: this connection claims the next job itself."""
+        return (
+            self.push_inline_max is not None
+            and request.operation == wire.EVENT
+            and request.target == self.pushed_job
+            and request.body.get("type") in _RELEASING_EVENTS
+        )
+
+    def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
+        """Whether to push once ``request`` was answered with ``body``: in push mode, when the
+        device's RECEIVED or final event for the job last pushed is recorded, that job has left
+        CLAIMED and the next one may go out at once. Once: the job is no longer the one held
+        (its later events push nothing; the claim that follows names the next one)."""
+        if not self.pushes_after(request) or (body or {}).get("job_status") == "CLAIMED":
+            return False
+        self.pushed_job = None
+        return True
 
     @staticmethod
     def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:
         """The ``refused`` frame: the HTTP status and error the HTTP API would have answered. The
         socket stays open."""
         return {
-            "type": "refused",
+            "type": wire.REFUSED,
             "request_id": request.request_id,
             "status": status,
             "error": code,
             "message": message,
         }
 
+    # -- pushed assignments (docs/PROTOCOL.md, "Pushed assignments") ------------------------------
+
+    def pushed(self, body: dict[str, Any], document: bytes | None) -> dict[str, Any]:
+        """The ``assignment`` frame of a claim made for the device: the HTTP assignment body, and
+        the document inline when the driver read it (its size within ``inline_max_bytes``)."""
+        self.pushed_job = body["job_id"]
+        frame = {**body, "type": wire.ASSIGNMENT, "pushed": True}
+        if document is not None:
+            frame["document_base64"] = base64.b64encode(document).decode("ascii")
+        return frame
+
+    def inline(self, size: int) -> bool:
+        """Whether a pushed document of ``size`` bytes travels inline."""
+        return self.push_inline_max is not None and size <= self.push_inline_max
+
     # -- what the row says -------------------------------------------------------------------------
 
-    def marked_ready(self, state: DeviceState) -> Plan:
+    def marked_ready(self, state: StateRow, reported: StateReported | None = None) -> Plan:
         """The row after the ``state`` frame was recorded. The first one makes the connection
-        ready and hands the device its open commands again (it may have lost them)."""
+        ready and hands the device its open commands again (it may have lost them); one asking
+        for ``push`` turns push mode on for the rest of the connection."""
         first = not self.ready
         self.ready = True
+        if reported is not None and reported.push_inline_max is not None:
+            self.push_inline_max = reported.push_inline_max
         return self.plan(state, wake=True, redeliver_commands=first)
 
-    def pinged(self, state: DeviceState) -> Plan:
+    def pinged(self, state: StateRow) -> Plan:
         """The row after a ``ping`` renewed the lease: tell only what changed."""
         return self.plan(state, wake=False)
 
-    def reconciled(self, state: DeviceState) -> Plan:
+    def reconciled(self, state: StateRow) -> Plan:
         """The row read after a wakeup or a reconcile: wake the device if it may claim."""
         return self.plan(state, wake=True)
 
-    def plan(self, state: DeviceState, *, wake: bool, redeliver_commands: bool = False) -> Plan:
+    def plan(self, state: StateRow, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
-        if not state.enabled or state.token_hash != self.token_hash:
-            return Plan(close=Close(CLOSE_DISABLED, "disabled_or_revoked"))
+        if not state.enabled or not _same(state.token_hash, self.token_hash):
+            return Plan(close=Close(wire.CLOSE_DISABLED, "disabled_or_revoked"))
         plan = Plan()
         control = (state.control_revision, state.paused)
         if control != self.sent_control and state.control_revision >= self.sent_control[0]:
             self.sent_control = control
             plan.frames.append(
-                {"type": "control", "revision": state.control_revision, "paused": state.paused}
+                {"type": wire.CONTROL, "revision": state.control_revision, "paused": state.paused}
             )
         plan.read_settings = state.settings_revision > self.sent_settings_revision
         if not self.ready:
             return plan
         plan.deliver_commands = state.command_pending or redeliver_commands
         plan.redeliver_commands = redeliver_commands
-        if gate.is_open(state) and self._should_wake(state, wake):
+        if not gate.is_open(state):
+            return plan
+        if self.push_inline_max is not None:
+            plan.push = self._should_push(state)
+        elif self._should_wake(state, wake):
             self.woken_claim = state.claimed_job_id
-            plan.then.append({"type": "wake"})
+            plan.then.append({"type": wire.WAKE})
         return plan
 
-    def _should_wake(self, state: DeviceState, asked: bool) -> bool:
+    def _should_wake(self, state: StateRow, asked: bool) -> bool:
         waiting = state.job_queued and state.claimed_job_id is None
         unannounced = state.claimed_job_id is not None and state.claimed_job_id != self.woken_claim
         return (
             waiting or unannounced or (asked and (state.job_queued or bool(state.claimed_job_id)))
         )
 
+    def _should_push(self, state: StateRow) -> bool:
+        """A job waits and none is held, or the device holds one not pushed on this connection
+        (the replay of its claim). A job already pushed here is not sent twice."""
+        if state.claimed_job_id is None:
+            return state.job_queued
+        return state.claimed_job_id != self.pushed_job
+
     def settings_frame(self, settings_revision: int, values: dict[str, Any]) -> dict[str, Any]:
         self.sent_settings_revision = settings_revision
-        return {"type": "settings", "revision": settings_revision, "values": values}
+        return {"type": wire.SETTINGS, "revision": settings_revision, "values": values}
 
     @staticmethod
     def command_frames(deliveries: Iterable[Any]) -> list[dict[str, Any]]:
         return [
             {
-                "type": "command",
+                "type": wire.COMMAND,
                 "command_id": d.command_id,
                 "command_type": d.type,
                 "payload": d.payload,
@@ -330,26 +463,39 @@ class DeviceSession:
     def replaced(self, message: dict[str, Any]) -> Close | None:
         """A ``replaced`` message: close 4000 unless it announces this very connection."""
         if message.get("connection_id") != str(self.connection_id):
-            return Close(CLOSE_REPLACED, "replaced", clear_row=False)
+            return Close(wire.CLOSE_REPLACED, "replaced", clear_row=False)
         return None
 
     @staticmethod
     def row_taken() -> Close:
         """A guarded statement matched no row: another connection holds the device."""
-        return Close(CLOSE_REPLACED, "replaced", clear_row=False)
+        return Close(wire.CLOSE_REPLACED, "replaced", clear_row=False)
 
     @staticmethod
     def draining() -> Close:
-        return Close(CLOSE_DRAINING, "node_draining")
+        return Close(wire.CLOSE_DRAINING, "node_draining")
 
     @property
     def silence_limit(self) -> float:
         """Seconds without a frame before the connection is given up (three intervals)."""
-        return self.heartbeat_seconds * LEASE_HEARTBEATS
+        return self.heartbeat_seconds * wire.HEARTBEAT_MISSED_INTERVALS
 
     def heartbeat_check(self, now: float) -> Close | float:
         """Close 4408 when the device was silent too long, else the seconds until the next check."""
         silent = now - self.last_frame_at
         if silent >= self.silence_limit:
-            return Close(CLOSE_HEARTBEAT_MISSED, f"heartbeat_missed silent={silent:.1f}")
+            return Close(wire.CLOSE_HEARTBEAT_MISSED, f"heartbeat_missed silent={silent:.1f}")
         return self.silence_limit - silent
+
+
+def _plain_json(text: str) -> Any:
+    """The decoder without the domain's limits (tests, tools)."""
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"frame is not JSON ({exc})") from None
+
+
+def _same(a: str, b: str) -> bool:
+    """Constant-time comparison of two token hashes."""
+    return hmac.compare_digest(a.encode(), b.encode())

@@ -15,7 +15,6 @@ own connection for the life of the process. See :mod:`qprint.core.executor`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from qprint.core.executor import DatabaseThreads
@@ -33,10 +32,6 @@ class _SocketThreads(DatabaseThreads):
 
 
 threads = _SocketThreads("socket", "SOCKET_DB_THREADS")
-
-
-def executor() -> ThreadPoolExecutor:
-    return threads.executor()
 
 
 async def run(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -6,6 +6,7 @@ An async view, so a waiting request holds neither a thread nor a database connec
 database read runs on a shared executor thread and gives its connection back at once. The wait
 itself is an :class:`asyncio.Event` set by the job's after-commit notice
 (``qprint.webhooks.notify``: in this process directly, from other nodes over the channel layer),
+which a move sends only while someone waits on the job (:func:`qprint.domain.jobs.watch`),
 with a re-read every ``QPRINT["JOB_WAIT_RECHECK_SECONDS"]``, so a lost notice (no Redis, an
 outage) costs at most that much. The job is read after subscribing, so a change that commits
 meanwhile is not missed. Without ``wait`` the request is served by the plain view as before.
@@ -65,6 +66,7 @@ def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpRespon
     if status is not None and status not in JobStatus.values:
         raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
     job = jobs.get_job(key.tenant, job_id)
+    jobs.watch(job.pk, seconds)  # its moves now send their notice; then it is read again
     return Waiting(key.tenant, job.pk, status or job.status, seconds)
 
 

@@ -110,15 +110,19 @@ def tenant_subscribed(tenant: Any) -> Exists:
     return Exists(WebhookEndpoint.objects.filter(tenant=tenant))
 
 
-def announce_job(job_id: uuid.UUID, tenant: str, status: str, *, subscribed: bool = True) -> None:
+def announce_job(
+    job_id: uuid.UUID, tenant: str, status: str, *, subscribed: bool = True, waited: bool = True
+) -> None:
     """Inside the transaction that moved job ``job_id`` to ``status``: a delivery per endpoint of
-    ``tenant`` that wants the matching event (``job.printed`` for PRINTED), and the job's
-    after-commit notice (which wakes ``?wait`` requests).
+    ``tenant`` that wants the matching event (``job.printed`` for PRINTED), and, when ``waited``
+    (a ``?wait`` request watches the job: ``PrintJob.waited_until``, read by the statement that
+    locked the job), the job's after-commit notice that wakes it.
 
     ``subscribed=False``: :func:`tenant_subscribed` said, in this transaction, that the tenant has
     no endpoint; nothing is read. Otherwise one indexed read when the tenant has no endpoint. An
     endpoint made while the transaction runs may miss this event."""
-    notify.job_after_commit(job_id)
+    if waited:
+        notify.job_after_commit(job_id)
     event_type = job_event_type(status)
     if event_type is None or not subscribed:
         return

@@ -1,20 +1,33 @@
 """End to end: submit -> PRINTED through the whole stack (benchmark 1 of docs/PERFORMANCE.md).
 
-Two Daphne nodes of the example project (PostgreSQL, a Redis of the bench's own), ``DEVICES``
-devices split over the nodes, jobs submitted through the application API (JSON, base64) to the
-nodes in turn. In one run, side by side:
+Two Daphne nodes of the example project run as a user deploys them (:func:`deployed_env`: the
+docs' Daphne command, the example project's defaults, INFO logging, the 20 s heartbeat) on the
+benchmark's own PostgreSQL (``tests/bench/postgres.py``, with ``pg_stat_statements``) and a Redis
+of its own; ``DEVICES`` devices split over the nodes, jobs submitted through the application API
+(JSON, base64) to the nodes in turn. In one run, side by side:
 
 - **push, HTTP agents**: the reference agent (``python -m qprint.agent``, one process per node,
-  null spooler): woken over the socket, claim, download and events over HTTP;
-- **push, socket-operation agents**: the same agent using the socket operations, when the nodes
-  offer them (``hello.operations``); skipped otherwise;
+  null spooler, ``--operations http``): woken over the socket, claim, download and events over
+  HTTP;
+- **push, socket-operation agents** (``--operations socket``): woken, then claim and events as
+  frames, the document over HTTP;
+- **pushed assignments** (``--operations push``): the node claims for the device and sends the
+  assignment with the document inline; RECEIVED, SPOOLED, PRINTED as frames, not waiting for
+  each answer;
 - **polling every 1 s and 5 s**: ``tests.bench.poller`` (sockets open for the gate, wakes ignored);
 - **the PostgreSQL floor**: ``tests.bench.floor`` (INSERT + NOTIFY, SKIP LOCKED worker).
 
 Latency of a job: from just before its submission is sent to its ``finished_at`` (the database's
 clock, on the same machine). Two phases per push variant: **latency** at a steady ``RATE`` jobs/s
 (well under capacity) and **throughput**: ``FLOOD`` jobs from ``SUBMITTERS`` concurrent clients,
-jobs/s = jobs / (last PRINTED - first submission).
+jobs/s = jobs / (last PRINTED - first submission). Each phase records the CPU per job of each kind
+of process, counting the benchmark's own processes only (:class:`tests.bench.machine.CpuMeter`),
+and, on the private PostgreSQL, the statements per job (``pg_stat_statements``).
+
+``BENCH_E2E_ONLY=deployment`` instead runs the socket-operation flood four times, alternating the
+nodes as this benchmark used to run them (``LOG_LEVEL=WARNING``, Daphne without
+``--proxy-headers``) and as deployed, each read with both ways of counting CPU (the old
+whole-machine sum by command line, and the meter): what makes the two readings differ.
 """
 
 from __future__ import annotations
@@ -38,7 +51,8 @@ from qprint.models import Device, PrintDocument, PrintJob, PrintJobEvent
 from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
-from tests.bench.machine import cpu_by_kind, cpu_ms_per_job
+from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, process_tree
+from tests.bench.postgres import PrivatePostgres
 from tests.processes import ManagedProcess, RedisServer, python
 from tests.qprint.realtime.cluster import Node, database_url_of, node_env
 
@@ -48,8 +62,9 @@ DEVICES = int(os.environ.get("BENCH_DEVICES", 0)) or 50
 RATE = 5.0
 LATENCY_JOBS = size(300, 100)
 FLOOD = int(os.environ.get("BENCH_FLOOD", 0)) or size(1000, 300)
-#: ``floods``: only the floods of the two push variants (the 200-device, 5,000-job run that
-#: ``./dev bench`` makes after the others, docs/PERFORMANCE.md).
+#: ``floods``: only the floods of the push variants (the 200-device, 5,000-job run that
+#: ``./dev bench`` makes after the others, docs/PERFORMANCE.md); ``deployment``: the comparison
+#: of the nodes as this benchmark used to run them and as deployed (module docstring).
 ONLY = os.environ.get("BENCH_E2E_ONLY", "")
 SUBMITTERS = 8
 POLL_JOBS = size(100, 40)
@@ -57,16 +72,57 @@ PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
 DOCUMENT = base64.b64encode(b"%PDF-1.4 bench\n" + b"x" * 2000).decode()
 
 
+def deployed_env(url: str, redis_url: str, node_id: str, **extra: str) -> dict[str, str]:
+    """A node's environment as a user deploys the example project (docs/OPERATIONS.md): its
+    defaults (DEBUG off, INFO logging, the psycopg pool, the 20 s heartbeat), only the database,
+    Redis, the secret key, the allowed hosts and the node id set."""
+    env = node_env(url, redis_url, node_id, **extra)
+    for name in ("QPRINT_HEARTBEAT_SECONDS", "LOG_LEVEL", "DEBUG"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+class DeployedNode(Node):
+    """A node started with the docs' Daphne command (``--proxy-headers``; bound to loopback)."""
+
+    def __init__(self, node_id: str, env: dict[str, str], proxy_headers: bool = True):
+        super().__init__(node_id, env)
+        args = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        if proxy_headers:
+            args.append("--proxy-headers")
+        self.process = ManagedProcess(
+            node_id, python(*args, "example_project.asgi:application"), env
+        )
+
+
+def start_nodes(
+    url: str,
+    redis_url: str,
+    *,
+    as_deployed: bool = True,
+    names: tuple[str, ...] = ("bench-a", "bench-b"),
+) -> list[Node]:
+    """Nodes A and B (or ``names``); ``as_deployed=False``: as this benchmark ran them before
+    (WARNING logs, no ``--proxy-headers``), for the comparison."""
+    extra = {} if as_deployed else {"LOG_LEVEL": "WARNING", "QPRINT_HEARTBEAT_SECONDS": "20"}
+    nodes = [
+        DeployedNode(name, deployed_env(url, redis_url, name, **extra), as_deployed)
+        for name in names
+    ]
+    for n in nodes:
+        n.start()
+    return nodes
+
+
 @pytest.fixture
 def cluster(transactional_db, tmp_path):
     url = database_url_of(connection.settings_dict)
     redis = RedisServer().start()
-    env = node_env(url, redis.url, "bench-a", QPRINT_HEARTBEAT_SECONDS="20", LOG_LEVEL="WARNING")
-    nodes = [Node("bench-a", env), Node("bench-b", {**env, "QQQ_NODE_ID": "bench-b"})]
+    pg = PrivatePostgres.from_env()
+    nodes = [] if ONLY == "deployment" else start_nodes(url, redis.url)
     try:
-        for n in nodes:
-            n.start()
-        yield url, nodes, tmp_path
+        yield url, nodes, tmp_path, redis, pg
     finally:
         for n in nodes:
             n.stop()
@@ -206,16 +262,61 @@ async def wait_printed(submitted: dict[str, float], timeout: float) -> dict[str,
     return done
 
 
-async def phase(nodes, key, names, jobs, rate, profile: str = "", agents=None) -> dict:
+class Meter:
+    """What a phase costs: CPU per job per kind of process (the benchmark's own processes only)
+    and, on the private PostgreSQL, the statements per job."""
+
+    def __init__(self, redis: RedisServer, pg: PrivatePostgres | None):
+        self.nodes: list[Node] = []
+        self.fleet: Fleet | None = None
+        self.pg = pg
+        kinds = {
+            "nodes": lambda: {p for n in self.nodes if n.process.proc
+                              for p in process_tree(n.process.pid)},
+            "agents": lambda: {p.pid for p in (self.fleet.procs if self.fleet else ())
+                               if p.proc is not None},
+            "redis": lambda: {redis.proc.pid} if redis.proc else set(),
+            "submitters": lambda: {os.getpid()},
+        }  # fmt: skip
+        if pg is not None:
+            kinds["postgresql"] = pg.pids
+        self.cpu = CpuMeter(kinds).start()
+
+    def begin(self) -> dict:
+        if self.pg is not None:
+            self.pg.reset_statements()
+        return {"meter": self.cpu.reading(), "machine": cpu_by_kind()}
+
+    def end(self, before: dict, jobs: int) -> dict:
+        meter = self.cpu.reading()
+        if self.pg is None:  # the shared server: its processes by command line, all of them
+            meter["postgresql"] = cpu_by_kind().get("postgresql", 0.0)
+            before["meter"]["postgresql"] = before["machine"].get("postgresql", 0.0)
+        per_job = cpu_ms_per_job(before["meter"], meter, jobs)
+        per_job["nodes_and_postgresql"] = round(
+            per_job.get("nodes", 0) + per_job.get("postgresql", 0), 2
+        )
+        figures = {
+            "cpu_ms_per_job": per_job,
+            # The old reading: every process on the machine whose command line names a kind.
+            "cpu_ms_per_job_whole_machine": cpu_ms_per_job(before["machine"], cpu_by_kind(), jobs),
+        }
+        if self.pg is not None:
+            figures["statements"] = self.pg.statements(connection.settings_dict["NAME"], jobs)
+        return figures
+
+
+async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict:
+    nodes, agents = meter.nodes, meter.fleet
     spies = []
     if profile:  # node A, and the agent process of its devices
         spies.append(profiler(nodes[0].process.pid, profile))
         if agents is not None:
             spies.append(profiler(agents.procs[0].pid, f"agent-{profile}"))
-    cpu_before = cpu_by_kind()
+    before = await asyncio.to_thread(meter.begin)
     submitted = await submit_jobs(nodes, key, names, jobs, rate)
     done = await wait_printed(submitted, 300)
-    cpu_after = cpu_by_kind()
+    cost = await asyncio.to_thread(meter.end, before, len(submitted))
     for spy in spies:
         spy.send(signal.SIGINT)  # py-spy writes its output on SIGINT
         await asyncio.to_thread(spy.wait, 120)
@@ -224,7 +325,7 @@ async def phase(nodes, key, names, jobs, rate, profile: str = "", agents=None) -
     figures = latency_figures(latencies)
     figures["jobs_per_s"] = round(len(submitted) / span, 1)
     figures["steps_p50_ms"] = await database_sync_to_async(steps)()
-    figures["cpu_ms_per_job"] = cpu_ms_per_job(cpu_before, cpu_after, len(submitted))
+    figures.update(cost)
     await database_sync_to_async(reset_jobs)()
     return figures
 
@@ -265,14 +366,8 @@ def poller_args(interval: float):
     return args
 
 
-def socket_operations_offered() -> bool:
-    from qprint.agent import __main__ as agent_main
-
-    return "--operations" in open(agent_main.__file__).read()
-
-
 async def test_end_to_end(cluster, bench_result):
-    url, nodes, tmp_path = cluster
+    url, nodes, tmp_path, redis, pg = cluster
     made = await database_sync_to_async(make_devices)(DEVICES)
     _, key = await database_sync_to_async(api.create_application_key)("bench", "bench")
     names = [name for _, name, _ in made]
@@ -281,59 +376,102 @@ async def test_end_to_end(cluster, bench_result):
         path = tmp_path / f"tokens-{i}.txt"
         path.write_text("".join(f"{n} {t}\n" for _, n, t in made[i::2]))
         halves.append(path)
-    env = nodes[0].process.env
+    meter = Meter(redis, pg)
+    meter.nodes = nodes
     results: dict[str, dict] = {}
 
     async def with_fleet(label: str, args_of, phases):
-        with Fleet(args_of, nodes, halves, env) as fleet:
+        env = meter.nodes[0].process.env
+        with Fleet(args_of, meter.nodes, halves, env) as fleet:
+            meter.fleet = fleet
             await until(lambda n: n == DEVICES, 120, f"{label} ready")
             for name, jobs, rate in phases:
                 profile = f"{label}-{name}" if PROFILE_DIR and rate is None else ""
-                results[f"{label}/{name}"] = await phase(
-                    nodes, key, names, jobs, rate, profile, fleet
-                )
+                results[f"{label}/{name}"] = await phase(meter, key, names, jobs, rate, profile)
                 print(f"{label}/{name}: {results[f'{label}/{name}']}", flush=True)
+        meter.fleet = None
         await until(lambda n: n == 0, 60, f"{label} disconnected")
 
-    push_phases = [("latency", LATENCY_JOBS, RATE), ("throughput", FLOOD, None)]
+    try:
+        if ONLY == "deployment":
+            await compare_deployments(meter, url, redis, with_fleet, tmp_path)
+            bench_result["figures"] = results
+            bench_result["sizes"] = {"devices": DEVICES, "nodes": 2, "flood_jobs": FLOOD}
+            bench_result["deployment"] = DEPLOYMENT
+            return
+        await run_variants(with_fleet, tmp_path, results, pg)
+    finally:
+        meter.cpu.stop()
+    bench_result["figures"] = results
+    bench_result["deployment"] = DEPLOYMENT
     if ONLY == "floods":
-        push_phases = push_phases[1:]
-    variants = [
-        ("push_http", agent_args(tmp_path, "http" if socket_operations_offered() else "default"))
-    ]
-    if socket_operations_offered():
-        variants.append(("push_socket", agent_args(tmp_path, "socket")))
-    for label, args_of in variants:
-        await with_fleet(label, args_of, push_phases)
-    if ONLY == "floods":
-        bench_result["figures"] = results
         bench_result["sizes"] = {"devices": DEVICES, "nodes": 2, "flood_jobs": FLOOD}
         return
-    for interval in (1, 5):
-        await with_fleet(
-            f"poll_{interval}s", poller_args(interval), [("latency", POLL_JOBS, RATE / 2)]
-        )
-
     floor_latency = await asyncio.to_thread(floor.run, url, LATENCY_JOBS, RATE)
     floor_flood = await asyncio.to_thread(floor.run, url, FLOOD, None)
     results["floor/latency"] = latency_figures(floor_latency["latencies_ms"])
     results["floor/throughput"] = {"jobs_per_s": round(floor_flood["jobs_per_s"], 1)}
     print(f"floor: {results['floor/latency']} {results['floor/throughput']}")
 
-    push_p50 = results["push_http/latency"]["p50_ms"]
-    ratios = {
-        "poll_1s_p50_over_push_http_p50": round(results["poll_1s/latency"]["p50_ms"] / push_p50, 1),
-        "poll_5s_p50_over_push_http_p50": round(results["poll_5s/latency"]["p50_ms"] / push_p50, 1),
-        "push_http_p50_over_floor_p50": round(push_p50 / results["floor/latency"]["p50_ms"], 1),
-    }
-    if "push_socket/latency" in results:
-        ratios["push_socket_p50_over_floor_p50"] = round(
-            results["push_socket/latency"]["p50_ms"] / results["floor/latency"]["p50_ms"], 1
+    floor_p50 = results["floor/latency"]["p50_ms"]
+    ratios = {}
+    for label in ("push_http", "push_socket", "pushed"):
+        p50 = results[f"{label}/latency"]["p50_ms"]
+        ratios[f"poll_1s_p50_over_{label}_p50"] = round(
+            results["poll_1s/latency"]["p50_ms"] / p50, 1
         )
-    bench_result["figures"] = results
+        ratios[f"poll_5s_p50_over_{label}_p50"] = round(
+            results["poll_5s/latency"]["p50_ms"] / p50, 1
+        )
+        ratios[f"{label}_p50_over_floor_p50"] = round(p50 / floor_p50, 1)
+    ratios["postgresql_cpu_ms_per_job_max"] = max(
+        results[f"{label}/throughput"]["cpu_ms_per_job"].get("postgresql", 0)
+        for label in ("push_http", "push_socket", "pushed")
+    )
     bench_result["ratios"] = ratios
     bench_result["sizes"] = {
         "devices": DEVICES, "nodes": 2, "rate": RATE, "latency_jobs": LATENCY_JOBS,
         "flood_jobs": FLOOD, "submitters": SUBMITTERS, "poll_jobs": POLL_JOBS,
     }  # fmt: skip
     print(ratios)
+
+
+#: How the nodes ran (recorded with the figures).
+DEPLOYMENT = {
+    "command": "daphne -b 127.0.0.1 -p <port> --proxy-headers example_project.asgi:application",
+    "settings": "example_project.settings defaults: DEBUG off, LOG_LEVEL INFO (key=value lines "
+    "to a file), psycopg pool max 10, heartbeat 20 s",
+    "postgresql": "private server of the benchmark (tests/bench/postgres.py), PostgreSQL 15 "
+    "defaults, pg_stat_statements",
+}
+
+
+async def run_variants(with_fleet, tmp_path, results, pg) -> None:
+    push_phases = [("latency", LATENCY_JOBS, RATE), ("throughput", FLOOD, None)]
+    if ONLY == "floods":
+        push_phases = push_phases[1:]
+    for label, operations in (("push_http", "http"), ("push_socket", "socket"), ("pushed", "push")):
+        await with_fleet(label, agent_args(tmp_path, operations), push_phases)
+    if ONLY == "floods":
+        return
+    for interval in (1, 5):
+        await with_fleet(
+            f"poll_{interval}s", poller_args(interval), [("latency", POLL_JOBS, RATE / 2)]
+        )
+
+
+async def compare_deployments(meter, url, redis, with_fleet, tmp_path) -> None:
+    """The socket-operation flood with the nodes as this benchmark used to run them and as
+    deployed, alternating (old, deployed, old, deployed)."""
+    for round_ in range(2):
+        for label, deployed in (("bench_settings", False), ("as_deployed", True)):
+            meter.nodes = await asyncio.to_thread(start_nodes, url, redis.url, as_deployed=deployed)
+            try:
+                await with_fleet(
+                    f"{label}_{round_}",
+                    agent_args(tmp_path / f"{label}{round_}", "socket"),
+                    [("throughput", FLOOD, None)],
+                )
+            finally:
+                for n in meter.nodes:
+                    n.stop()

@@ -27,7 +27,7 @@ from tests.bench.common import make_devices
 from tests.bench.conftest import size
 from tests.bench.machine import process_cpu_seconds, process_rss_bytes
 from tests.processes import RedisServer
-from tests.qprint.realtime.cluster import Node, RealDevice, database_url_of, node_env
+from tests.qprint.realtime.cluster import RealDevice, database_url_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -50,10 +50,9 @@ class CountingDevice(RealDevice):
 def node(transactional_db):
     url = database_url_of(connection.settings_dict)
     redis = RedisServer().start()
-    env = node_env(
-        url, redis.url, "bench-a", QPRINT_HEARTBEAT_SECONDS=str(HEARTBEAT), LOG_LEVEL="WARNING"
-    )
-    a = Node("bench-a", env)
+    from tests.bench.bench_e2e import DeployedNode, deployed_env
+
+    a = DeployedNode("bench-a", deployed_env(url, redis.url, "bench-a"))  # as deployed
     try:
         a.start()
         yield a
@@ -127,6 +126,7 @@ async def test_idle_devices(node, bench_result):
         "rss_per_connection_kib": round(slope(rss) / 1024, 1),
         "rss_mib": [[n, round(b / 2**20, 1)] for n, b in rss],
         "node_cpu_percent_of_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
+        "node_cpu_ms_per_ping": round(1000 * (cpu1 - cpu0) / pings, 3) if pings else None,
         "pings": pings,
         # The statement to read xact_commit is this process's own, and is not counted.
         "statements_per_ping": round((xact1 - xact0 - 1) / pings, 2) if pings else None,

@@ -171,3 +171,69 @@ def cpu_ms_per_job(before: dict[str, float], after: dict[str, float], jobs: int)
     per = {k: round((after.get(k, 0.0) - before.get(k, 0.0)) * 1000 / jobs, 2) for k in after}
     per["total"] = round(sum(per.values()), 2)
     return per
+
+
+def process_tree(root: int) -> set[int]:
+    """``root`` and its descendants (by parentage, read from ``/proc``)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = _stat(int(entry))
+            if stat:
+                parents[int(entry)] = stat[0]
+    tree = {root}
+    changed = True
+    while changed:
+        changed = False
+        for pid, ppid in parents.items():
+            if pid not in tree and ppid in tree:
+                tree.add(pid)
+                changed = True
+    return tree if root in parents else set()
+
+
+class CpuMeter:
+    """CPU seconds used by the benchmark's own processes, by kind: each kind a function giving
+    its process ids now (the node processes and what they run, the agent processes, the private
+    PostgreSQL server's whole tree, the bench's Redis, this process). Nothing else on the machine
+    is counted, and a process that ends keeps its last figure: a sampler thread reads every
+    process of every kind twice a second, so a backend or an agent that exits between two
+    readings is not subtracted (nor its CPU lost, but for its last half second)."""
+
+    def __init__(self, kinds: dict, interval: float = 0.5) -> None:
+        self.kinds = kinds
+        self.interval = interval
+        self._last: dict[int, tuple[str, int]] = {}
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="cpu-meter")
+
+    def _sample(self) -> None:
+        for kind, pids in self.kinds.items():
+            for pid in pids():
+                stat = _stat(pid)
+                if stat:
+                    with self._lock:
+                        self._last[pid] = (kind, stat[2])
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def start(self) -> CpuMeter:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def reading(self) -> dict[str, float]:
+        """CPU seconds per kind so far (processes that ended: their last figure)."""
+        self._sample()
+        totals: dict[str, float] = dict.fromkeys(self.kinds, 0.0)
+        with self._lock:
+            for kind, ticks in self._last.values():
+                totals[kind] += ticks / TICKS
+        return totals

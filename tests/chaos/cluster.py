@@ -231,28 +231,26 @@ def admin_drain(base: str, username: str, password: str, node_id: str) -> None:
         assert response.status_code == 302, response.text[:500]
 
 
-def fleet_args(url: str, tokens_file: Path, state_dir: Path, spool_dir: Path, count: int):
-    return python(
-        "-m",
-        "qprint.agent",
-        "--url",
-        url,
-        "--tokens-file",
-        str(tokens_file),
-        "--devices",
-        str(count),
-        "--state-dir",
-        str(state_dir),
-        "--spooler",
-        "directory",
-        "--spool-dir",
-        str(spool_dir),
-        "--backoff-initial",
-        "0.2",
-        "--backoff-max",
-        "2",
-        "--no-report-printers",
+def fleet_args(
+    url: str,
+    tokens_file: Path,
+    state_dir: Path,
+    spool_dir: Path,
+    count: int,
+    raw_printer: str | None = None,
+):
+    """The agent process of the devices: the directory spooler writing to ``spool_dir``, or
+    with ``raw_printer`` (``host:port``) every device's one printer a raw ``socket://`` one."""
+    printer = (
+        ["--printer", f"raw=socket://{raw_printer}"]
+        if raw_printer
+        else ["--spooler", "directory", "--spool-dir", str(spool_dir)]
     )
+    return python(
+        "-m", "qprint.agent", "--url", url, "--tokens-file", str(tokens_file),
+        "--devices", str(count), "--state-dir", str(state_dir), *printer,
+        "--backoff-initial", "0.2", "--backoff-max", "2", "--no-report-printers",
+    )  # fmt: skip
 
 
 def run_quietly(args: list[str]) -> None:

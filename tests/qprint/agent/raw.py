@@ -2,8 +2,11 @@
 one that works (:class:`RecordingPrinter`, with :func:`print_raw` to send it a job)."""
 
 import base64
+import collections
+import hashlib
 import socket
 import threading
+import time
 
 
 class StallingPrinter:
@@ -118,3 +121,47 @@ def print_raw(mount: str, tenant: str, device: str, data: bytes, agent, timeout:
         timeout,
         message=f"job {job_id} PRINTED; agent log:\n{agent.log()[-3000:]}",
     )
+
+
+class RecordingRawPrinter:
+    """A raw (``socket://``) printer on 127.0.0.1: each connection's bytes are one delivery,
+    recorded before the close that tells the agent the document was taken. ``read_delay``: a
+    pause after each chunk read (a slow printer, so a kill often lands mid-document)."""
+
+    def __init__(self, read_delay: float = 0.0, chunk: int = 65536):
+        self.server = socket.create_server(("127.0.0.1", 0), backlog=64)
+        self.port = self.server.getsockname()[1]
+        self.address = f"127.0.0.1:{self.port}"
+        self.read_delay = read_delay
+        self.chunk = chunk
+        self.deliveries: list[bytes] = []
+        self._lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn):
+        data = bytearray()
+        with conn:
+            try:
+                while chunk := conn.recv(self.chunk):
+                    data += chunk
+                    if self.read_delay:
+                        time.sleep(self.read_delay)
+            except OSError:
+                pass
+            with self._lock:
+                self.deliveries.append(bytes(data))
+
+    def deliveries_by_sha256(self) -> collections.Counter:
+        with self._lock:
+            return collections.Counter(hashlib.sha256(d).hexdigest() for d in self.deliveries)
+
+    def close(self):
+        self.server.close()

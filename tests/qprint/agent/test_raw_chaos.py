@@ -9,12 +9,12 @@ import collections
 import os
 import random
 import signal
-import socket
 import sys
-import threading
 import time
 
 import pytest
+
+from tests.qprint.agent.raw import RecordingRawPrinter
 
 pytestmark = pytest.mark.slow
 
@@ -23,35 +23,11 @@ JOBS_PER_DEVICE = 6
 SIZE = 512 * 1024
 
 
-class SlowRawPrinter:
-    """Records what each connection delivered; reads slowly, so a kill often lands mid-job."""
+class SlowRawPrinter(RecordingRawPrinter):
+    """Reads slowly, so a kill often lands mid-job; deliveries told apart by their first line."""
 
     def __init__(self):
-        self.server = socket.create_server(("127.0.0.1", 0), backlog=16)
-        self.port = self.server.getsockname()[1]
-        self.deliveries: list[bytes] = []
-        self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
-
-    def _read(self, conn):
-        data = bytearray()
-        with conn:
-            try:
-                while chunk := conn.recv(32 * 1024):
-                    data += chunk
-                    time.sleep(0.005)
-            except OSError:
-                pass
-            with self._lock:  # recorded before the close that tells the agent it was printed
-                self.deliveries.append(bytes(data))
+        super().__init__(read_delay=0.005, chunk=32 * 1024)
 
     def by_job(self) -> dict[str, list[bytes]]:
         with self._lock:

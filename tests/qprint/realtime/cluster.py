@@ -118,8 +118,12 @@ def two_nodes(
 class RealDevice:
     """A device on a real socket: reads frames, applies control/settings, pings on time."""
 
-    def __init__(self, token: str, *, ping: bool = True, apply: bool = True):
+    def __init__(
+        self, token: str, *, ping: bool = True, apply: bool = True, push: int | None = None
+    ):
         self.token = token
+        #: Ask for pushed assignments, documents of up to this many bytes inline (None: no push).
+        self.push = push
         self.ping_enabled = ping
         self.apply = apply
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -158,13 +162,14 @@ class RealDevice:
         await self.ws.send(json.dumps(frame))
 
     async def send_state(self) -> None:
-        await self.send(
-            {
-                "type": "state",
-                "control_revision": self.control_revision,
-                "settings_revision": self.settings_revision,
-            }
-        )
+        state = {
+            "type": "state",
+            "control_revision": self.control_revision,
+            "settings_revision": self.settings_revision,
+        }
+        if self.push is not None:
+            state["push"] = {"inline_max_bytes": self.push}
+        await self.send(state)
 
     async def _read(self) -> None:
         try:

@@ -97,6 +97,39 @@ async def adb(func, *args, **kwargs):
     return await database_sync_to_async(func)(*args, **kwargs)
 
 
+def event_frame(request_id: str, assignment: dict, kind: str) -> dict:
+    """An ``event`` request frame reporting ``kind`` for an assignment the device was given."""
+    import uuid
+    from datetime import UTC, datetime
+
+    return {
+        "type": "event",
+        "request_id": request_id,
+        "job_id": assignment["job_id"],
+        "event_id": str(uuid.uuid4()),
+        "event_type": kind,
+        "claim_id": assignment["claim_id"],
+        "occurred_at": datetime.now(UTC).isoformat(),
+    }
+
+
+@pytest.fixture
+def app_key(transactional_db):
+    """An application key of tenant ``acme``."""
+    _, secret = api.create_application_key("acme", "backend")
+    return secret
+
+
+@pytest.fixture
+async def http(app_key):
+    """The HTTP API of the module's nodes, as the application and the devices call it."""
+    from tests.qprint.realtime.cluster import Http
+
+    client = Http(app_key)
+    yield client
+    await client.close()
+
+
 def row(device_id: int) -> Device:
     return Device.objects.get(pk=device_id)
 
@@ -160,19 +193,21 @@ class DeviceSocket:
     async def nothing(self, timeout: float = 0.3) -> bool:
         return await self.communicator.receive_nothing(timeout)
 
-    async def hello_and_ready(self) -> dict[str, Any]:
-        """Connect, read hello, report the revisions applied; returns hello."""
+    async def hello_and_ready(self, push: int | None = None) -> dict[str, Any]:
+        """Connect, read hello, report the revisions applied (``push``: asking for pushed
+        assignments with documents of up to that many bytes inline); returns hello."""
         connected, subprotocol = await self.connect()
         assert connected and subprotocol == "qprint.v1"
         hello = await self.receive()
         assert hello["type"] == "hello"
-        await self.send(
-            {
-                "type": "state",
-                "control_revision": hello["control"]["revision"],
-                "settings_revision": hello["settings"]["revision"],
-            }
-        )
+        state = {
+            "type": "state",
+            "control_revision": hello["control"]["revision"],
+            "settings_revision": hello["settings"]["revision"],
+        }
+        if push is not None:
+            state["push"] = {"inline_max_bytes": push}
+        await self.send(state)
         return hello
 
     async def close(self) -> None:

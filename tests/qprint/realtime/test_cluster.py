@@ -15,7 +15,6 @@ from qprint import api
 from qprint.models import Device, PrintJob
 from tests.processes import free_port
 from tests.qprint.realtime.cluster import (
-    Http,
     Node,
     RealDevice,
     node_env,
@@ -33,19 +32,6 @@ HEARTBEAT = 1.0
 def nodes(redis, database_url, django_db_blocker):
     with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
         yield both
-
-
-@pytest.fixture
-def app_key(transactional_db):
-    _, secret = api.create_application_key("acme", "backend")
-    return secret
-
-
-@pytest.fixture
-async def http(app_key):
-    client = Http(app_key)
-    yield client
-    await client.close()
 
 
 def bus_is_up(node: Node) -> bool:

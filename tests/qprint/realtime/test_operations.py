@@ -94,7 +94,7 @@ async def claimed_over_the_socket(device_factory, sockets) -> tuple:
 async def test_hello_offers_the_operations(device_and_token, sockets):
     _, token = device_and_token
     hello = await sockets(token).hello_and_ready()
-    assert hello["operations"] == ["claim", "event", "command_result"]
+    assert hello["operations"] == ["claim", "event", "command_result", "push"]
 
 
 async def test_claim_answers_as_http(device_factory, sockets):

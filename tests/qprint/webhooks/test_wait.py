@@ -111,3 +111,25 @@ def test_waiting_on_another_tenants_job_is_404():
     assert answer.status_code == 404
     unauthenticated = Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "5"})
     assert unauthenticated.status_code == 401
+
+
+def test_a_job_nobody_waits_on_sends_no_notice_and_a_watched_one_does(monkeypatch):
+    """The notice that wakes ``?wait`` requests goes out (to Redis, across nodes) only for a job
+    a request watches; every other move of every job sends nothing."""
+    sent: list[str] = []
+    monkeypatch.setattr(notify, "publish_job", lambda job_id: sent.append(str(job_id)))
+    device = connect(make_device().device)
+    quiet, _ = api.submit_job("acme", device.name, PDF, "application/pdf")
+    claim = claim_next_job(device.pk)
+    report(device, quiet, "RECEIVED", claim.claim_id)
+    report(device, quiet, "PRINTED", claim.claim_id)
+    assert sent == []
+
+    watched, _ = api.submit_job("acme", device.name, PDF, "application/pdf")
+    from qprint.domain import jobs
+
+    jobs.watch(watched.pk, 30)  # what a ?wait request does before it reads the job
+    claim = claim_next_job(device.pk)
+    report(device, watched, "RECEIVED", claim.claim_id)
+    report(device, watched, "PRINTED", claim.claim_id)
+    assert sent == [str(watched.pk)] * 3  # CLAIMED, RECEIVED, PRINTED

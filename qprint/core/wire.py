@@ -1,0 +1,52 @@
+"""The device socket's wire v1 constants, once (docs/PROTOCOL.md): the subprotocol, the close
+codes and the frame types. Imports nothing, so the server (:mod:`qprint.realtime.session`) and the
+reference agent (:mod:`qprint.agent.protocol`, which runs without Django) share it.
+"""
+
+SUBPROTOCOL = "qprint.v1"
+
+# -- close codes -----------------------------------------------------------------------------------
+CLOSE_GOING_AWAY = 1001
+CLOSE_SERVER_ERROR = 1011
+CLOSE_SERVICE_RESTART = 1012
+CLOSE_REPLACED = 4000
+CLOSE_DISABLED = 4001
+CLOSE_DRAINING = 4003
+CLOSE_PROTOCOL_ERROR = 4400
+CLOSE_HEARTBEAT_MISSED = 4408
+
+#: A connection silent for this many heartbeat intervals is closed 4408; its lease lasts as long.
+HEARTBEAT_MISSED_INTERVALS = 3
+
+# -- frames: server -> device ----------------------------------------------------------------------
+HELLO = "hello"
+CONTROL = "control"
+SETTINGS = "settings"
+WAKE = "wake"
+COMMAND = "command"
+ERROR = "error"
+#: Answers to request frames (they repeat its ``request_id``); ``assignment`` is also pushed.
+ASSIGNMENT = "assignment"
+NOTHING = "nothing"
+REFUSED = "refused"
+EVENT_RECORDED = "event_recorded"
+COMMAND_RECORDED = "command_recorded"
+ANSWER_TYPES = frozenset({ASSIGNMENT, NOTHING, REFUSED, EVENT_RECORDED, COMMAND_RECORDED})
+
+# -- frames: device -> server ----------------------------------------------------------------------
+STATE = "state"
+PING = "ping"
+PRINTERS = "printers"
+CLAIM = "claim"
+EVENT = "event"
+COMMAND_RESULT = "command_result"
+
+#: Operations a device may send as request frames instead of HTTP requests.
+REQUEST_OPERATIONS = (CLAIM, EVENT, COMMAND_RESULT)
+#: ``hello.operations``: the request operations, and ``push`` (pushed assignments).
+PUSH = "push"
+OPERATIONS = (*REQUEST_OPERATIONS, PUSH)
+#: Frames a device may send.
+CLIENT_FRAMES = frozenset({STATE, PING, PRINTERS, *REQUEST_OPERATIONS})
+#: Longest ``request_id`` of a request frame.
+MAX_REQUEST_ID = 64

@@ -1,0 +1,69 @@
+"""The bus under a connect burst: a slow publish or a probe late because the process's own loop
+is busy is not an outage, and the reconcile after a real outage is paced."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from qprint.realtime import bus as bus_module
+from qprint.realtime.bus import DeviceBus
+
+
+class SlowLayer:
+    """A channel layer whose sends never finish (a loop too busy to get them out)."""
+
+    async def group_send(self, group, message):
+        await asyncio.sleep(3600)
+
+    async def send(self, channel, message):
+        await asyncio.sleep(3600)
+
+
+class Socket:
+    def __init__(self, device_id: int):
+        self.device_id = device_id
+        self.messages: list[tuple[float, dict]] = []
+
+    def deliver(self, message):
+        self.messages.append((time.monotonic(), message))
+
+
+async def test_a_publish_that_times_out_counts_and_leaves_the_bus_up(monkeypatch):
+    monkeypatch.setattr(bus_module, "LAYER_TIMEOUT_SECONDS", 0.05)
+    device_bus = DeviceBus(asyncio.get_running_loop(), SlowLayer())
+    assert not await device_bus.publish(1, {"type": "qprint.replaced", "device_id": 1})
+    assert device_bus.up and device_bus.publish_failures == 1
+
+
+async def test_a_probe_late_because_the_loop_was_busy_is_not_an_outage(monkeypatch):
+    monkeypatch.setattr(bus_module, "LAYER_TIMEOUT_SECONDS", 0.1)
+    device_bus = DeviceBus(asyncio.get_running_loop(), SlowLayer())
+    device_bus.channel = "c"
+
+    async def busy_loop_during_probe():
+        await asyncio.sleep(0.01)
+        device_bus.max_lag = 0.8  # what the lag tick measures while connects hog the loop
+
+    for _ in range(3):  # however often
+        await asyncio.gather(device_bus._run_probe(), busy_loop_during_probe())
+    assert device_bus.up and device_bus.excused_timeouts >= 1
+    # The same timeouts on a loop that is not late: down at the second probe in a row.
+    await device_bus._run_probe()
+    assert not device_bus.up
+
+
+async def test_the_reconcile_after_an_outage_is_paced(monkeypatch):
+    monkeypatch.setattr(bus_module, "RECONCILE_PER_SECOND", 100)
+    device_bus = DeviceBus(asyncio.get_running_loop(), None)
+    sockets = [Socket(i) for i in range(30)]
+    for s in sockets:
+        device_bus.sockets.setdefault(s.device_id, set()).add(s)
+    device_bus.up = False
+    started = time.monotonic()
+    device_bus._set_up()
+    await asyncio.wait_for(device_bus._reconciling, 5)
+    times = sorted(t for s in sockets for t, m in s.messages if m["type"] == "qprint.reconcile")
+    assert len(times) == 30  # every socket, once
+    # 10 a batch, 10 batches a second: the last third goes out at least 0.2 s after the first.
+    assert times[-1] - times[0] >= 0.15 and times[0] - started < 0.1

@@ -1,0 +1,171 @@
+"""Pushed assignments on the consumer (docs/PROTOCOL.md, "Pushed assignments"): the socket claims
+for its device with the claim function and its gate, sends the assignment with the document inline
+when small, pushes the next job once the held one is RECEIVED, pushes a held job again on the next
+connection (same claim_id), and never sends ``wake`` in push mode."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+
+import pytest
+from django.test import override_settings
+
+from qprint import api
+from qprint.core.conf import qprint_settings
+from qprint.models import PrintJob
+from tests.qprint.realtime.conftest import adb, event_frame
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+DOCUMENT = b"%PDF-1.4 pushed\n" + b"x" * 100
+
+
+def submit(device, content: bytes = DOCUMENT) -> str:
+    job, _created = api.submit_job(device.tenant, device.name, content, "application/pdf")
+    return str(job.pk)
+
+
+def job_row(job_id: str) -> PrintJob:
+    return PrintJob.objects.get(pk=job_id)
+
+
+async def test_a_job_queued_before_connect_is_pushed_with_its_document_inline(
+    device_and_token, sockets
+):
+    device, token = device_and_token
+    job_id = await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    frame = await s.receive()
+    assert frame["type"] == "assignment" and frame["pushed"] is True
+    assert "request_id" not in frame
+    assert frame["job_id"] == job_id
+    document = base64.b64decode(frame["document_base64"])
+    assert document == DOCUMENT
+    assert hashlib.sha256(document).hexdigest() == frame["sha256"]
+    row = await adb(job_row, job_id)
+    assert (row.status, str(row.claim_id)) == ("CLAIMED", frame["claim_id"])
+    assert frame["document_url"].endswith(f"/qprint/api/v1/device/jobs/{job_id}/document")
+    assert await s.nothing(0.3)  # no wake, nothing pushed twice
+
+
+async def test_a_job_submitted_while_connected_is_pushed_never_woken(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    assert await s.nothing(0.3)
+    job_id = await adb(submit, device)
+    frame = await s.receive()
+    assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
+
+
+async def test_a_document_over_the_limit_is_downloaded(device_and_token, sockets):
+    device, token = device_and_token
+    await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=len(DOCUMENT) - 1)
+    frame = await s.receive()
+    assert frame["pushed"] and "document_base64" not in frame and frame["document_url"]
+
+
+@override_settings(QPRINT={"INLINE_DOCUMENT_MAX_BYTES": 10})
+async def test_the_server_caps_the_inline_size_the_device_asks_for(device_and_token, sockets):
+    assert qprint_settings.INLINE_DOCUMENT_MAX_BYTES == 10
+    device, token = device_and_token
+    await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=10**6)
+    frame = await s.receive()
+    assert frame["pushed"] and "document_base64" not in frame
+
+
+async def test_the_next_job_is_pushed_once_the_held_one_is_received(device_and_token, sockets):
+    """Job 2 goes out right after RECEIVED of job 1 is answered: while job 1 prints. PRINTED of
+    job 1 pushes nothing (job 2 is held and was pushed already)."""
+    device, token = device_and_token
+    first = await adb(submit, device)
+    second = await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    one = await s.receive()
+    assert one["job_id"] == first
+    assert await s.nothing(0.3)  # job 2 waits: one CLAIMED job per device
+    await s.send(event_frame("r1", one, "RECEIVED"))
+    answer = await s.receive()
+    assert (answer["type"], answer["request_id"], answer["status"]) == ("event_recorded", "r1", 201)
+    two = await s.receive()
+    assert (two["type"], two["job_id"], two["pushed"]) == ("assignment", second, True)
+    await s.send(event_frame("r2", one, "PRINTED"))
+    assert (await s.receive())["request_id"] == "r2"
+    assert await s.nothing(0.3)
+
+
+async def test_a_held_job_is_pushed_again_on_the_next_connection_with_its_claim_id(
+    device_and_token, sockets
+):
+    device, token = device_and_token
+    job_id = await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    first = await s.receive()
+    await s.close()
+    again = sockets(token)
+    await again.hello_and_ready(push=4096)
+    replay = await again.receive()
+    assert (replay["job_id"], replay["claim_id"]) == (job_id, first["claim_id"])
+    # A claim frame answers the same claim too.
+    await again.send({"type": "claim", "request_id": "c"})
+    claimed = await again.receive()
+    assert (claimed["request_id"], claimed["claim_id"]) == ("c", first["claim_id"])
+    row = await adb(job_row, job_id)
+    assert (row.status, row.attempts) == ("CLAIMED", 1)  # one QUEUED -> CLAIMED transition
+
+
+async def test_a_paused_device_gets_no_push_until_resumed(device_and_token, sockets):
+    device, token = device_and_token
+    await adb(api.pause_device, device.pk)
+    await adb(submit, device)
+    s = sockets(token)
+    hello = await s.hello_and_ready(push=4096)
+    assert hello["control"]["paused"] is True
+    assert await s.nothing(0.3)
+    await adb(api.resume_device, device.pk)
+    control = await s.receive()
+    assert control["type"] == "control" and control["paused"] is False
+    push = {"inline_max_bytes": 4096}
+    revisions = {"control_revision": control["revision"], "settings_revision": 1}
+    await s.send({"type": "state", **revisions, "push": push})
+    frame = await s.receive()
+    assert frame["type"] == "assignment" and frame["pushed"]
+
+
+async def test_without_push_the_device_is_woken_as_before(device_and_token, sockets):
+    device, token = device_and_token
+    await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready()
+    assert await s.receive() == {"type": "wake"}
+    assert await adb(lambda: PrintJob.objects.get(device=device).status) == "QUEUED"
+
+
+async def test_received_over_the_pushing_socket_publishes_no_wakeup(device_and_token, sockets):
+    """The socket that pushed the job claims the next one itself once RECEIVED is recorded: the
+    job leaving CLAIMED wakes nobody (over HTTP, or without push, it wakes the device)."""
+    from qprint.domain import wakeups
+
+    device, token = device_and_token
+    await adb(submit, device)
+    await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    one = await s.receive()
+    recording = wakeups.RecordingPublisher()
+    previous = wakeups.set_publisher(recording)
+    try:
+        await s.send(event_frame("r1", one, "RECEIVED"))
+        assert (await s.receive())["request_id"] == "r1"
+        assert (await s.receive())["pushed"] is True  # job 2, pushed without a wakeup
+        assert [r for r in recording.recorded if r[2] == "job_released"] == []
+    finally:
+        wakeups.set_publisher(previous)
