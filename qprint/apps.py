@@ -14,7 +14,10 @@ class QPrintConfig(AppConfig):
             cluster,
             metrics,
         )
-        from qprint.realtime import bus, publisher
+        from qprint.realtime import bus, publisher, server_log
+
+        # A refused socket upgrade is one log line, not Daphne's traceback.
+        server_log.install()
 
         # Wakeups leave through the bounded channel-layer publisher.
         installed = publisher.install()

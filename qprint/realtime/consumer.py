@@ -168,7 +168,14 @@ class DeviceConsumer(AsyncConsumer):
 
     async def _refuse(self, status: int, code: str, text: str) -> None:
         """Refuse the upgrade. 5xx never becomes 403: agents take 403 as "ask a person"."""
-        logger.info("socket_refused status=%s code=%s", status, code)
+        client = (self.scope.get("client") or ("unknown",))[0] or "unknown"
+        logger.info(
+            "socket_refused status=%s code=%s client=%s path=%s",
+            status,
+            code,
+            client,
+            self.scope.get("path", ""),
+        )
         if "websocket.http.response" in self.scope.get("extensions", {}):
             body = json.dumps({"error": code, "message": text}).encode()
             await self.send(

@@ -111,3 +111,21 @@ def test_waiting_on_another_tenants_job_is_404():
     assert answer.status_code == 404
     unauthenticated = Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "5"})
     assert unauthenticated.status_code == 401
+
+
+def test_wait_on_a_job_already_final_answers_at_once():
+    """A final job never moves again: ``?wait=30`` answers it now, not in 30 s."""
+    key = make_key()
+    device, job, claim = spooled_job()
+    report(device, job, "PRINTED", claim.claim_id)
+    answers: list = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(
+            Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "30"}, **key.auth)
+        )
+    )
+    waiter.start()
+    waiter.join(10)  # well inside the 30 s a waiting request would take
+    assert answers, "the wait on a final job was not answered at once"
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "PRINTED"
+    assert notify.job_key(job.pk) not in notify._callbacks
