@@ -28,7 +28,7 @@ from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 from django.urls import reverse
 
-from qprint import cluster, device_operations, metrics
+from qprint import cluster, database, device_operations, metrics
 from qprint.conf import qprint_settings
 from qprint.domain import commands, connection, credentials, devices, throttle
 from qprint.errors import Invalid, QPrintError
@@ -116,6 +116,7 @@ class DeviceConsumer(AsyncConsumer):
             if refusal is None and device is None:
                 await socket_db.run(throttle.record_failure, source, token, "device_socket")
         except Exception as exc:
+            await socket_db.run(database.log_cause, exc)  # what the pool's timeout hides
             await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
         if refusal is not None:
             await self._refuse(429, refusal.code, refusal.message)
