@@ -134,7 +134,7 @@ def claim_next_job(
 def _claimed(job_id, device: Device, claim_id, node: str) -> None:
     """Inside the claim's transaction, once the job moved: the application is told (webhooks)."""
     outbox.announce_job(job_id, device.tenant, JobStatus.CLAIMED, subscribed=device.announced)
-    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device.pk, claim_id, node)
+    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device, claim_id, node)
 
 
 def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
@@ -290,6 +290,7 @@ def _build_lock() -> QuerySet:
         .only(
             "id",
             "tenant",
+            "name",  # the logs name the device tenant/name
             "enabled",
             "paused",
             "control_revision",

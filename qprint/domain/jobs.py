@@ -40,6 +40,7 @@ from qprint.errors import (
     NotFound,
 )
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -205,9 +206,11 @@ def submit_job(
             if existing is None:
                 raise RuntimeError(f"idempotency key {idempotency_key!r} taken but not found")
             return existing, False
+        # job.queued, written to the outbox in the submission's own transaction.
+        outbox.announce_job(job.pk, tenant, JobStatus.QUEUED, subscribed=target.announced)
         wake_after_commit(tenant, target.pk, "job_queued")
     logger.info(
-        "job_queued job=%s tenant=%s device=%s size=%s priority=%s",
+        "job_queued job=%s device=%s/%s size=%s priority=%s",
         job.pk,
         tenant,
         target.name,
@@ -230,6 +233,7 @@ def _build_submission_target(with_printer: bool):
         idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
         printer_name=printer_name,
         printer_capabilities=capabilities,
+        announced=outbox.tenant_subscribed(Param("tenant", CharField())),
     )[:1]
 
 
@@ -529,6 +533,7 @@ def reprint_job(
         events.record_server_event(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}
         )
+        outbox.announce_job(reprint.pk, device.tenant, JobStatus.QUEUED)
         wake_after_commit(device.tenant, device.pk, "job_queued")
     logger.info("job_reprinted job=%s reprint=%s force=%s", original.pk, reprint.pk, force)
     return reprint

@@ -69,6 +69,7 @@ class DeviceConsumer(AsyncConsumer):
         self.base_send = send
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.device_id: int = 0
+        self.label = "-"  # tenant/name in the logs, once the token names the device
         self.connection_id = uuid.uuid4()
         self.heartbeat = float(qprint_settings.HEARTBEAT_SECONDS)
         self.node = cluster.node_id()
@@ -126,6 +127,7 @@ class DeviceConsumer(AsyncConsumer):
             await self._refuse(403, "disabled", "The device is disabled.")
         self.device_id = device.pk
         self.tenant = device.tenant
+        self.label = f"{device.tenant}/{device.name}"
         try:
             taken = await socket_db.run(
                 connection.take, device.pk, self.connection_id, self.node, self.heartbeat
@@ -152,9 +154,8 @@ class DeviceConsumer(AsyncConsumer):
         self.attached = True
         self._arm_timer(self.session.silence_limit)
         logger.info(
-            "socket_open device=%s tenant=%s connection=%s node=%s",
-            self.device_id,
-            self.tenant,
+            "socket_open device=%s connection=%s node=%s",
+            self.label,
             self.connection_id,
             self.node,
         )
@@ -223,10 +224,10 @@ class DeviceConsumer(AsyncConsumer):
         except connection.Replaced:
             raise
         except Exception as exc:  # not recorded: the device reconnects and reports again
-            logger.warning("socket_state_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_state_failed device=%s error=%r", self.label, exc)
             await self._close(Close(CLOSE_SERVER_ERROR, "database_error"))
         if first:
-            logger.info("socket_ready device=%s connection=%s", self.device_id, self.connection_id)
+            logger.info("socket_ready device=%s connection=%s", self.label, self.connection_id)
         await self._carry_out(self.session.marked_ready(state))
 
     async def frame_ping(self, frame: dict[str, Any]) -> None:
@@ -237,7 +238,7 @@ class DeviceConsumer(AsyncConsumer):
         except connection.Replaced:
             raise
         except Exception as exc:  # the lease runs on; the next ping tries again
-            logger.warning("socket_ping_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_ping_failed device=%s error=%r", self.label, exc)
             return
         metrics.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
@@ -273,7 +274,7 @@ class DeviceConsumer(AsyncConsumer):
             status, error = exc.status, exc.code
             out = self.session.refused(request, exc.status, exc.code, exc.message)
         except DatabaseError as exc:
-            logger.warning("socket_operation_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_operation_failed device=%s error=%r", self.label, exc)
             status, error = device_operations.UNAVAILABLE[:2]
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
@@ -337,7 +338,7 @@ class DeviceConsumer(AsyncConsumer):
             await self._close(self.session.row_taken())
             return
         except Exception as exc:  # the heartbeat will try again
-            logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_reconcile_failed device=%s error=%r", self.label, exc)
             return None
         return await self._carry_out(self.session.reconciled(state))
 
@@ -382,7 +383,7 @@ class DeviceConsumer(AsyncConsumer):
             return
         logger.info(
             "socket_close device=%s connection=%s code=%s reason=%s",
-            self.device_id,
+            self.label,
             self.connection_id,
             close.code,
             close.reason,
@@ -398,7 +399,7 @@ class DeviceConsumer(AsyncConsumer):
         if self.accepted and not self.closing:
             logger.info(
                 "socket_closed_by_peer device=%s connection=%s code=%s",
-                self.device_id,
+                self.label,
                 self.connection_id,
                 message.get("code"),
             )
@@ -421,7 +422,7 @@ class DeviceConsumer(AsyncConsumer):
             except Exception as exc:  # the lease expires on its own
                 logger.warning(
                     "socket_clear_failed device=%s connection=%s error=%r",
-                    self.device_id,
+                    self.label,
                     self.connection_id,
                     exc,
                 )
