@@ -1,5 +1,6 @@
 """The example project as a whole: settings load, checks pass, the schema equals the migrations."""
 
+import sys
 from io import StringIO
 
 import pytest
@@ -56,3 +57,39 @@ def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
 
     assert {p.split(".")[0] for p in packages} == {"qprint", "qcluster"}
     assert {"qprint.agent", "qcluster.migrations", "qcluster.templatetags"} <= set(packages)
+
+
+def test_the_library_requires_only_what_its_apps_import():
+    """Database driver, Redis layer and ASGI server are extras (docs/INSTALL.md, "Install"):
+    nothing of qprint or qcluster imports them at module level, and the test tools stay out of
+    what the demo installs."""
+    import ast
+    import tomllib
+
+    from tests.processes import REPO_ROOT
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    required = " ".join(project["dependencies"]).lower()
+    for optional in ("django-environ", "psycopg", "channels-redis", "daphne"):
+        assert optional not in required, f"{optional} belongs in an extra"
+    extras = project["optional-dependencies"]
+    assert not any("pytest" in d for d in extras["example"]), "the demo installs no test tools"
+    allowed = {"django", "channels", "asgiref", "prometheus_client", "websockets", "httpx"}
+    allowed |= {"sniffio", "standardwebhooks", "qprint", "qcluster"}
+    imported: dict[str, str] = {}
+    for app in ("qprint", "qcluster"):
+        for path in (REPO_ROOT / app).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:  # module level only
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    imported.setdefault(name.split(".")[0], str(path.relative_to(REPO_ROOT)))
+    third_party = {
+        name: where
+        for name, where in imported.items()
+        if name not in sys.stdlib_module_names and name not in allowed
+    }
+    assert third_party == {}
