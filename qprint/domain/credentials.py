@@ -20,10 +20,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, CharField, ExpressionWrapper, IntegerField, Q
 from django.db.models.functions import Now
 
-from qprint.domain import inputs, throttle
-from qprint.domain.prepared import Param, PreparedQuery
+from qprint.core import inputs
+from qprint.core.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
+from qprint.core.prepared import Param, PreparedQuery
+from qprint.domain import throttle
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
 from qprint.models import ApplicationKey, Device
 
 logger = logging.getLogger("qprint.credentials")
@@ -91,8 +92,8 @@ _DEVICE_BY_ID_AND_TOKEN = PreparedQuery(
 
 def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str) -> None:
     """A socket's device, read by the statement of its operation, still holds the token it
-    authenticated with (:class:`~qprint.errors.Unauthorized`, 401, otherwise) and is enabled
-    (:class:`~qprint.errors.Disabled`, 403): what the HTTP API would answer now."""
+    authenticated with (:class:`~qprint.core.errors.Unauthorized`, 401, otherwise) and is enabled
+    (:class:`~qprint.core.errors.Disabled`, 403): what the HTTP API would answer now."""
     if stored_hash is None or not hmac.compare_digest(stored_hash, token_hash):
         raise Unauthorized()
     if not enabled:
@@ -117,7 +118,7 @@ def device_with_token_hash(device_id: int, token_hash: str) -> Device | None:
 
 def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str) -> Any:
     """The principal ``lookup(secret)`` finds, through the throttle of failed authentications
-    (:mod:`qprint.domain.throttle`): :class:`~qprint.errors.RateLimited` once ``source`` or the
+    (:mod:`qprint.domain.throttle`): :class:`~qprint.core.errors.RateLimited` once ``source`` or the
     secret's prefix failed too often (even for a right secret), ``None`` for an unknown secret
     (counted). The throttle's check rides on the lookup's own SELECT."""
     principal = lookup(secret, throttle_values=throttle.throttle_values(source, secret))

@@ -3,7 +3,7 @@ by every node through the database (``qprint_auth_failure``), so Redis is not ne
 
 Invariant: once a scope (an address, or the first characters of a presented secret) has failed
 ``AUTH_FAILURE_LIMIT`` times within ``AUTH_FAILURE_WINDOW_SECONDS`` (database clock), every
-authentication in that scope is refused with :class:`qprint.errors.RateLimited` (HTTP 429 with
+authentication in that scope is refused with :class:`qprint.core.errors.RateLimited` (HTTP 429 with
 ``Retry-After``) until the window ends, even one presenting a valid secret: a guesser never learns
 that a guess was right. Only failures are counted; a working credential costs nothing here.
 
@@ -26,10 +26,10 @@ from django.db import connection as db
 from django.db.models import CharField, DurationField, Exists, F, IntegerField
 from django.db.models.functions import Now
 
-from qprint.conf import qprint_settings
-from qprint.domain import sql
-from qprint.domain.prepared import Param
-from qprint.errors import RateLimited
+from qprint.core import sql
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import RateLimited
+from qprint.core.prepared import Param
 from qprint.models import AuthFailureCount
 
 logger = logging.getLogger("qprint.auth")
@@ -51,7 +51,7 @@ def prefix_hash(secret: str) -> str:
 
 def _over_limit(address_scope, prefix_scope, limit, window):
     """Counters of the two scopes that reached ``limit`` within ``window`` (values or
-    :class:`~qprint.domain.prepared.Param` placeholders)."""
+    :class:`~qprint.core.prepared.Param` placeholders)."""
     return AuthFailureCount.objects.filter(
         scope__in=(address_scope, prefix_scope),
         failures__gte=limit,

@@ -28,10 +28,18 @@ from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 from django.urls import reverse
 
-from qprint import cluster, database, device_operations, metrics
-from qprint.conf import qprint_settings
-from qprint.domain import commands, connection, credentials, devices, throttle
-from qprint.errors import Invalid, QPrintError
+from qprint import metrics
+from qprint.core import cluster, database
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid, QPrintError
+from qprint.domain import (
+    commands,
+    connection,
+    credentials,
+    device_operations,
+    devices,
+    throttle,
+)
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
     CLOSE_SERVER_ERROR,

@@ -1,0 +1,107 @@
+"""An https receiver reached at the checked address: the TLS server name and the certificate
+check stay the URL's host name although the connection goes to the pinned IP."""
+
+from __future__ import annotations
+
+import datetime
+import ssl
+import tempfile
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
+from django.test import override_settings
+
+from qprint.models import WebhookDelivery
+from qprint.webhooks import destinations, endpoints
+from tests.processes import wait_until
+from tests.qprint.webhooks.receiver import Receiver
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+def certificate(name: str, directory: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for ``name`` (its own CA), as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / f"{name}.pem", directory / f"{name}.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+@pytest.fixture
+def https_receiver(monkeypatch):
+    """``hooks.example`` resolves to 127.0.0.1 (listed), where an https receiver answers with a
+    certificate for ``served_name``; the sender trusts that certificate."""
+    started: list[Receiver] = []
+
+    def start(served_name: str) -> tuple[Receiver, ssl.SSLContext]:
+        directory = Path(tempfile.mkdtemp())
+        cert, key = certificate(served_name, directory)
+        server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        server.load_cert_chain(cert, key)
+        receiver = Receiver(tls=server).start()
+        started.append(receiver)
+        return receiver, ssl.create_default_context(cafile=str(cert))
+
+    monkeypatch.setattr(destinations, "resolve", lambda host, port: ["127.0.0.1"])
+    with override_settings(QPRINT={"WEBHOOK_ALLOWED_HOSTS": ["hooks.example"]}):
+        yield start
+    for receiver in started:
+        receiver.stop()
+
+
+def test_the_pinned_connection_keeps_the_host_name_for_tls(https_receiver, start_sender):
+    receiver, trust = https_receiver("hooks.example")
+    endpoint, secret = endpoints.create_endpoint(
+        "acme", f"https://hooks.example:{receiver.port}/hooks"
+    )
+    receiver.secrets.append(secret)
+    endpoints.send_test(endpoint)
+    start_sender(poll_seconds=0.2, verify=trust)
+    wait_until(lambda: receiver.ok(), 20, message="the delivery over https")
+    assert receiver.server_names[0] == "hooks.example"
+    assert receiver.ok()[0].headers["host"] == f"hooks.example:{receiver.port}"
+
+
+def test_a_certificate_for_another_name_fails_the_attempt(https_receiver, start_sender):
+    receiver, trust = https_receiver("other.example")
+    endpoint, _secret = endpoints.create_endpoint(
+        "acme", f"https://hooks.example:{receiver.port}/hooks"
+    )
+    delivery = endpoints.send_test(endpoint)
+    start_sender(poll_seconds=0.2, verify=trust)
+    row = wait_until(
+        lambda: (
+            WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
+            .exclude(status="SENDING")
+            .first()
+        ),
+        20,
+        message="the attempt recorded",
+    )
+    assert "certificate verify failed" in row.last_error and "'hooks.example'" in row.last_error
+    assert receiver.received == []
