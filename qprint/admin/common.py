@@ -11,6 +11,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
+from django.utils import dateformat, timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -121,6 +122,13 @@ def revision_words(applied: int, current: int) -> str:
         "applied": applied,
         "current": current,
     }
+
+
+def to_the_second(moment) -> str:
+    """A time as the lists show it: local, to the second (``2026-12-01 09:30:05``); "-" for none."""
+    if moment is None:
+        return "-"
+    return dateformat.format(timezone.localtime(moment), "Y-m-d H:i:s")
 
 
 def milliseconds(delta) -> int | None:

@@ -16,6 +16,7 @@ from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import content_disposition_header
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
@@ -28,6 +29,7 @@ from qprint.admin.common import (
     post_only,
     refused_on_page,
     short_job_id,
+    to_the_second,
 )
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import NotFound, QPrintError
@@ -39,6 +41,9 @@ from qprint.models import (
     PrintJobEvent,
     serializers,
 )
+
+#: How much of a job's reason the job list shows (the job's page shows all of it).
+REASON_CHARS = 80
 
 
 class StuckJobFilter(admin.SimpleListFilter):
@@ -59,16 +64,18 @@ class StuckJobFilter(admin.SimpleListFilter):
 
 @admin.register(PrintJob)
 class PrintJobAdmin(admin.ModelAdmin):
+    class Media:
+        css = {"all": ("qprint/admin_lists.css",)}
+
     list_display = (
         "short_id",
         "title",
-        "device",
-        "tenant",
+        "device",  # tenant/name
         "status",
+        "reason",
         "priority",
-        "attempts",
-        "created_at",
-        "finished_at",
+        "created",
+        "finished",
     )
     list_filter = (
         "status",
@@ -82,7 +89,7 @@ class PrintJobAdmin(admin.ModelAdmin):
     ordering = ("-created_at",)
     actions = ("cancel_jobs", "reprint_jobs")
     change_form_template = "admin/qprint/printjob/change_form.html"
-    fields = (
+    readonly_fields = (
         "id",
         "tenant",
         "device",
@@ -108,11 +115,49 @@ class PrintJobAdmin(admin.ModelAdmin):
         "finished_at",
         "expires_at",
     )
-    readonly_fields = fields
+    #: The page's console shows the status, its reason, the device and printer, the claim and
+    #: the reprints; the stored values it does not show are under one collapsed heading.
+    fieldsets = (
+        (
+            _("Stored values"),
+            {
+                "classes": ("collapse",),
+                "fields": (
+                    "id",
+                    "tenant",
+                    "title",
+                    "content_type",
+                    "size",
+                    "sha256",
+                    "options",
+                    "priority",
+                    "idempotency_key",
+                    "submitted_by",
+                    "created_at",
+                    "received_at",
+                    "finished_at",
+                    "expires_at",
+                ),
+            },
+        ),
+    )
 
     @admin.display(description=_("id"), ordering="id")
     def short_id(self, job: PrintJob) -> str:
         return short_job_id(job)
+
+    @admin.display(description=_("reason"))
+    def reason(self, job: PrintJob) -> str:
+        """Why a job ended as it did (a failure's message, the cancel's author), shortened."""
+        return Truncator(job.status_reason).chars(REASON_CHARS) if job.status_reason else ""
+
+    @admin.display(description=_("created"), ordering="created_at")
+    def created(self, job: PrintJob) -> str:
+        return to_the_second(job.created_at)
+
+    @admin.display(description=_("finished"), ordering="finished_at")
+    def finished(self, job: PrintJob) -> str:
+        return to_the_second(job.finished_at)
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -297,7 +342,7 @@ class PrintJobAdmin(admin.ModelAdmin):
 
 @admin.register(PrintJobEvent)
 class PrintJobEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("type", "source", "job", "device", "occurred_at", "recorded_at")
+    list_display = ("type", "source", "job", "device", "occurred", "recorded")
     list_filter = ("source", "type")
     list_select_related = ("job", "device")
     search_fields = ("=event_id", "=job__id")
@@ -315,6 +360,14 @@ class PrintJobEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "fingerprint",
     )
     fields = readonly_fields
+
+    @admin.display(description=_("occurred"), ordering="occurred_at")
+    def occurred(self, event: PrintJobEvent) -> str:
+        return to_the_second(event.occurred_at)
+
+    @admin.display(description=_("recorded"), ordering="recorded_at")
+    def recorded(self, event: PrintJobEvent) -> str:
+        return to_the_second(event.recorded_at)
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
