@@ -155,7 +155,10 @@ def assert_fits(page) -> None:
         for (const e of document.querySelectorAll("#content *")) {
             const overflow = getComputedStyle(e).overflowX;
             if (overflow !== "visible" && e.scrollWidth > e.clientWidth + 1)
-                out.push(`${e.tagName.toLowerCase()}#${e.id}.${e.className} ${e.scrollWidth}>${e.clientWidth}`);
+                out.push(
+                    `${e.tagName.toLowerCase()}#${e.id}.${e.className} `
+                    + `${e.scrollWidth}>${e.clientWidth}`
+                );
         }
         return out;
     }"""
