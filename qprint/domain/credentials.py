@@ -25,7 +25,7 @@ from qprint.core.errors import Conflict, Disabled, Invalid, NotFound, Unauthoriz
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.domain import throttle
 from qprint.domain.wakeups import wake_after_commit
-from qprint.models import ApplicationKey, Device
+from qprint.models import ApplicationKey, Device, DeviceKind
 
 logger = logging.getLogger("qprint.credentials")
 
@@ -70,8 +70,12 @@ _KEY_BY_SECRET = _Lookup(
 )
 
 
-def device_for_token(token: str, *, throttle_values: dict | None = None) -> Device | None:
-    """The device this token belongs to, enabled or not (the caller answers 403 if disabled).
+def device_for_token(
+    token: str, *, throttle_values: dict | None = None, kind: str = DeviceKind.AGENT
+) -> Device | None:
+    """The device of ``kind`` this token belongs to, enabled or not (the caller answers 403 if
+    disabled). A token of a device of another kind is answered as an unknown one: a CloudPRNT
+    printer's token opens no socket and an agent's token polls no CloudPRNT endpoint.
     ``throttle_values``: the throttle's placeholders (:func:`authenticate`); then the throttle's
     ``EXISTS`` is answered in the same SELECT, as the annotation ``throttled``."""
     if not token:
@@ -79,6 +83,8 @@ def device_for_token(token: str, *, throttle_values: dict | None = None) -> Devi
     digest = hash_secret(token)
     device = _DEVICE_BY_TOKEN.first(digest, throttle_values)
     if device is None or not hmac.compare_digest(device.token_hash, digest):
+        return None
+    if device.kind != kind:
         return None
     return device
 
@@ -155,11 +161,16 @@ def _device_id(device: Device | int) -> int:
     return device.pk if isinstance(device, Device) else int(device)
 
 
-def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Device, str]:
-    """Register a device; returns it and its token (shown once, only its hash is stored)."""
+def create_device(
+    tenant: str, name: str, *, description: str = "", kind: str = DeviceKind.AGENT
+) -> tuple[Device, str]:
+    """Register a device of ``kind`` (``agent``, ``cloudprnt``: fixed from then on); returns it
+    and its token (shown once, only its hash is stored)."""
     tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
+    if kind not in DeviceKind.values:
+        raise Invalid(message=f"kind: must be one of {', '.join(DeviceKind.values)}.")
     description = inputs.text("description", description, 10000)
     token = new_secret()
     try:
@@ -169,10 +180,11 @@ def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Dev
                 name=name,
                 description=description,
                 token_hash=hash_secret(token),
+                kind=kind,
             )
     except IntegrityError:
         raise Conflict("device_exists", f"Device {tenant}/{name} already exists.") from None
-    logger.info("device_created device=%s", device)
+    logger.info("device_created device=%s kind=%s", device, kind)
     return device, token
 
 

@@ -67,3 +67,13 @@ async def test_revoking_the_token_closes_the_live_socket_4001(device_and_token, 
     await adb(api.rotate_device_token, device)
     assert await s.receive_close() == 4001
     assert (await upgrade_status(sockets, token, "127.0.0.12"))[0] == 401
+
+
+async def test_a_cloudprnt_printer_token_opens_no_socket_refused_like_an_unknown_token(
+    sockets, transactional_db
+):
+    _, token = await adb(api.create_device, "acme", "counter", kind="cloudprnt")
+    status, body = await upgrade_status(sockets, token, "127.0.0.11")
+    assert status == 401 and body["error"] == "unauthorized"
+    counted = await adb(lambda: AuthFailureCount.objects.get(scope="addr:127.0.0.11").failures)
+    assert counted == 1
