@@ -242,7 +242,7 @@ def test_secrets_are_shown_once_and_never_again_in_any_page_message_or_log(
     shown = []
     made = admin_client.post(
         url(Device, "add"),
-        {"tenant": "acme", "name": "new-desk", "description": "", "enabled": "on"},
+        {"tenant": "acme", "name": "new-desk", "kind": "agent", "description": ""},
     )
     shown.append(made.content.decode())
     added = Device.objects.get(name="new-desk")

@@ -13,6 +13,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils import timezone
+from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
@@ -57,13 +58,12 @@ class DeviceAdmin(admin.ModelAdmin):
         css = {"all": ("qprint/admin_lists.css",)}
 
     #: Narrow enough for an operator's 1400 px with the side bar and the filters: the tenant is
-    #: in the device's name, readiness in the claim gate (``not_ready``).
+    #: in the device's name, the node in "online", readiness in the claim gate (``not_ready``).
     list_display = (
         "device",
         "kind",
         "online",
         "printer_state",
-        "node",
         "pause",
         "enabled",
         "queue_depth",
@@ -252,17 +252,12 @@ class DeviceAdmin(admin.ModelAdmin):
     def device(self, device: Device) -> str:
         return f"{device.tenant}/{device.name}"
 
-    @admin.display(boolean=True, description=_("online"), ordering="connection_live")
-    def online(self, device: Device) -> bool:
-        return bool(device.connection_live)
-
-    @admin.display(description=_("node"), ordering="connection_node")
-    def node(self, device: Device) -> str:
-        return device.connection_node if device.connection_live else ""
-
-    @admin.display(boolean=True, description=_("ready"))
-    def ready(self, device: Device) -> bool:
-        return bool(device.connection_live and device.connection_ready)
+    @admin.display(description=_("online"), ordering="connection_live")
+    def online(self, device: Device) -> str:
+        """Online on which node (the lease judged on the database clock), or offline."""
+        if device.connection_live:
+            return format_html('<b class="online">{}</b>', device.connection_node or _("yes"))
+        return format_html('<span class="offline">{}</span>', _("offline"))
 
     @admin.display(description=_("paused"), ordering="paused")
     def pause(self, device: Device) -> str:
@@ -278,7 +273,7 @@ class DeviceAdmin(admin.ModelAdmin):
         """The state the device's (default) printer last reported (a CloudPRNT printer's poll)."""
         return getattr(device, "printer_status", None) or ""
 
-    @admin.display(description=_("queue depth"), ordering="queue_depth")
+    @admin.display(description=_("queue"), ordering="queue_depth")
     def queue_depth(self, device: Device) -> int:
         return device.queue_depth
 
