@@ -131,6 +131,16 @@ def to_the_second(moment) -> str:
     return dateformat.format(timezone.localtime(moment), "Y-m-d H:i:s")
 
 
+def time_column(field: str, description: str) -> Callable[[Any], str]:
+    """A list column showing the datetime ``field`` to the second, sortable by it."""
+
+    @admin.display(description=description, ordering=field)
+    def column(obj: Any) -> str:
+        return to_the_second(getattr(obj, field))
+
+    return column
+
+
 def milliseconds(delta) -> int | None:
     return None if delta is None else round(delta.total_seconds() * 1000)
 

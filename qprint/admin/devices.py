@@ -26,7 +26,7 @@ from qprint.admin.common import (
     post_only,
     revision_words,
     show_secrets_once,
-    to_the_second,
+    time_column,
 )
 from qprint.core import gate
 from qprint.core.states import JobStatus
@@ -264,9 +264,7 @@ class DeviceAdmin(admin.ModelAdmin):
         """Paused in words: "no" is the normal case, not an error icon."""
         return _("paused") if device.paused else _("no")
 
-    @admin.display(description=_("last seen"), ordering="last_seen_at")
-    def last_seen(self, device: Device) -> str:
-        return to_the_second(device.last_seen_at)
+    last_seen = time_column("last_seen_at", _("last seen"))
 
     @admin.display(description=_("printer"))
     def printer_state(self, device: Device) -> str:

@@ -29,7 +29,7 @@ from qprint.admin.common import (
     post_only,
     refused_on_page,
     short_job_id,
-    to_the_second,
+    time_column,
 )
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import NotFound, QPrintError
@@ -115,28 +115,27 @@ class PrintJobAdmin(admin.ModelAdmin):
         "finished_at",
         "expires_at",
     )
-    #: The page's console shows the status, its reason, the device and printer, the claim and
-    #: the reprints; the stored values it does not show are under one collapsed heading.
+    #: What the page's console shows (status and reason, device and printer, the claim, the
+    #: attempts, the reprints); the other stored values go under one collapsed heading.
+    console_fields = (
+        "device",
+        "printer",
+        "status",
+        "status_reason",
+        "cancel_requested",
+        "claim_id",
+        "claim_node",
+        "claimed_at",
+        "attempts",
+        "reprint_of",
+    )
     fieldsets = (
         (
             _("Stored values"),
             {
                 "classes": ("collapse",),
-                "fields": (
-                    "id",
-                    "tenant",
-                    "title",
-                    "content_type",
-                    "size",
-                    "sha256",
-                    "options",
-                    "priority",
-                    "idempotency_key",
-                    "submitted_by",
-                    "created_at",
-                    "received_at",
-                    "finished_at",
-                    "expires_at",
+                "fields": tuple(
+                    sorted(set(readonly_fields) - set(console_fields), key=readonly_fields.index)
                 ),
             },
         ),
@@ -151,13 +150,8 @@ class PrintJobAdmin(admin.ModelAdmin):
         """Why a job ended as it did (a failure's message, the cancel's author), shortened."""
         return Truncator(job.status_reason).chars(REASON_CHARS) if job.status_reason else ""
 
-    @admin.display(description=_("created"), ordering="created_at")
-    def created(self, job: PrintJob) -> str:
-        return to_the_second(job.created_at)
-
-    @admin.display(description=_("finished"), ordering="finished_at")
-    def finished(self, job: PrintJob) -> str:
-        return to_the_second(job.finished_at)
+    created = time_column("created_at", _("created"))
+    finished = time_column("finished_at", _("finished"))
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -361,13 +355,8 @@ class PrintJobEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
     )
     fields = readonly_fields
 
-    @admin.display(description=_("occurred"), ordering="occurred_at")
-    def occurred(self, event: PrintJobEvent) -> str:
-        return to_the_second(event.occurred_at)
-
-    @admin.display(description=_("recorded"), ordering="recorded_at")
-    def recorded(self, event: PrintJobEvent) -> str:
-        return to_the_second(event.recorded_at)
+    occurred = time_column("occurred_at", _("occurred"))
+    recorded = time_column("recorded_at", _("recorded"))
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
