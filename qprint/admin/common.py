@@ -114,16 +114,6 @@ def short_job_id(job: PrintJob) -> str:
     return str(job.id)[:8]
 
 
-def revision_words(applied: int, current: int) -> str:
-    """An applied revision against the current one, in plain words."""
-    if applied == current:
-        return _("up to date")
-    return _("waiting for the device (it applied %(applied)d, current is %(current)d)") % {
-        "applied": applied,
-        "current": current,
-    }
-
-
 def to_the_second(moment) -> str:
     """A time as the lists show it: local, to the second (``2026-12-01 09:30:05``); "-" for none."""
     if moment is None:
@@ -140,10 +130,6 @@ def time_column(field: str, description: str) -> Callable[[Any, Any], str]:
         return to_the_second(getattr(obj, field))
 
     return column
-
-
-def milliseconds(delta) -> int | None:
-    return None if delta is None else round(delta.total_seconds() * 1000)
 
 
 def post_only(request: HttpRequest) -> HttpResponse | None:

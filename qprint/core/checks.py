@@ -1,4 +1,5 @@
-"""System checks for the ``QPRINT`` settings (ids ``qprint.E0xx`` / ``qprint.W0xx``).
+"""System checks for the ``QPRINT`` settings (ids ``qprint.E0xx`` / ``qprint.W0xx``); each
+setting's rule and id is declared with the setting in :mod:`qprint.core.conf`.
 
 - ``qprint.E001``: ``QPRINT`` is not a dict.
 - ``qprint.E002``: ``HEARTBEAT_SECONDS`` is not a number of at least 1.
@@ -35,65 +36,11 @@ The deployment around qprint (docs/INSTALL.md):
   the database's own error, which the pool's timeout hides (:mod:`qprint.core.database`).
 """
 
-import ipaddress
-import re
-from typing import Any
-
 from django.apps import apps
 from django.conf import settings
 from django.core import checks
-from django.utils.module_loading import import_string
 
-from qprint.core.conf import DEFAULTS
-
-POSITIVE_INTEGERS = (
-    "MAX_DOCUMENT_BYTES",
-    "WAKE_QUEUE_SIZE",
-    "JOB_RETENTION_DAYS",
-    "MAX_FRAME_BYTES",
-    "SOCKET_DB_THREADS",
-    "HTTP_DB_THREADS",
-    "WEBHOOK_MAX_IN_FLIGHT",
-    "CLOUDPRNT_MAX_POLL_BYTES",
-    "RENDER_WORKERS",
-    "RENDER_MEMORY_BYTES",
-    "RENDER_MAX_PAGES",
-    "RENDER_MAX_PIXELS",
-    "RENDER_CACHE_BYTES",
-)
-#: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
-LIMITS = (
-    "MAX_FRAMES_PER_SECOND",
-    "MAX_JSON_DEPTH",
-    "MAX_JSON_ITEMS",
-    "MAX_PRINTERS",
-    "MAX_DETAIL_BYTES",
-    "MAX_SETTINGS_BYTES",
-    "MAX_MESSAGE_LENGTH",
-    "AUTH_FAILURE_LIMIT",
-    "AUTH_FAILURE_WINDOW_SECONDS",
-)
-#: Deeper than this, Python's own JSON parser and encoder would run out of stack.
-MAX_JSON_DEPTH_CEILING = 200
-#: Seconds of the device socket's background work (fractions allowed).
-POSITIVE_NUMBERS = (
-    "BUS_PROBE_SECONDS",
-    "DRAIN_POLL_SECONDS",
-    "DRAIN_SPREAD_SECONDS",
-    "OVERVIEW_REFRESH_SECONDS",
-    "JOB_WAIT_RECHECK_SECONDS",
-    "STUCK_JOB_SECONDS",
-    "CLOUDPRNT_POLL_SECONDS",
-    "CLOUDPRNT_CONFIRM_SECONDS",
-    "RENDER_TIMEOUT_SECONDS",
-)
-#: Below this a render worker cannot even load PDFium (``qprint.E021``).
-MIN_RENDER_MEMORY_BYTES = 64 * 1024 * 1024
-_MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+from qprint.core.conf import DEFAULTS, qprint_settings
 
 
 @checks.register()
@@ -112,180 +59,23 @@ def check_qcluster_installed(app_configs=None, **kwargs) -> list[checks.CheckMes
 
 @checks.register()
 def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    user = getattr(settings, "QPRINT", None)
-    if user is None:
-        return []
-    if not isinstance(user, dict):
-        return [
-            checks.Error(
-                f"QPRINT must be a dict, not {type(user).__name__}.",
-                id="qprint.E001",
-            )
-        ]
-    errors: list[checks.CheckMessage] = []
-    for key in sorted(set(user) - set(DEFAULTS)):
-        errors.append(
-            checks.Warning(
-                f"QPRINT[{key!r}] is not a qprint setting.",
-                hint=f"Known settings: {', '.join(sorted(DEFAULTS))}.",
-                id="qprint.W002",
-            )
-        )
-
-    heartbeat = user.get("HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"])
-    if isinstance(heartbeat, bool) or not isinstance(heartbeat, int | float) or heartbeat < 1:
-        errors.append(
-            checks.Error(
-                f"QPRINT['HEARTBEAT_SECONDS'] must be a number of at least 1, got {heartbeat!r}.",
-                id="qprint.E002",
-            )
-        )
-    elif heartbeat < 5:
-        errors.append(
-            checks.Warning(
-                f"QPRINT['HEARTBEAT_SECONDS'] is {heartbeat}: every device pings that often.",
-                hint="Use 5 seconds or more outside tests (the default is 20).",
-                id="qprint.W001",
-            )
-        )
-
-    for key in POSITIVE_INTEGERS:
-        value = user.get(key, DEFAULTS[key])
-        if not _is_int(value) or value <= 0:
-            errors.append(
-                checks.Error(
-                    f"QPRINT[{key!r}] must be a positive integer, got {value!r}.",
-                    id="qprint.E003",
-                )
-            )
-
-    for key in POSITIVE_NUMBERS:
-        value = user.get(key, DEFAULTS[key])
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            errors.append(
-                checks.Error(
-                    f"QPRINT[{key!r}] must be a positive number of seconds, got {value!r}.",
-                    id="qprint.E003",
-                )
-            )
-
-    for key in LIMITS:
-        value = user.get(key, DEFAULTS[key])
-        if not _is_int(value) or value <= 0:
-            errors.append(
-                checks.Error(
-                    f"QPRINT[{key!r}] must be a positive integer, got {value!r}.",
-                    hint='See docs/SECURITY.md, "Limits".',
-                    id="qprint.E009",
-                )
-            )
-    depth = user.get("MAX_JSON_DEPTH", DEFAULTS["MAX_JSON_DEPTH"])
-    if _is_int(depth) and depth > MAX_JSON_DEPTH_CEILING:
-        errors.append(
-            checks.Error(
-                f"QPRINT['MAX_JSON_DEPTH'] is {depth}; the most is {MAX_JSON_DEPTH_CEILING}.",
-                id="qprint.E010",
-            )
-        )
-
-    memory = user.get("RENDER_MEMORY_BYTES", DEFAULTS["RENDER_MEMORY_BYTES"])
-    if _is_int(memory) and 0 < memory < MIN_RENDER_MEMORY_BYTES:
-        errors.append(
-            checks.Error(
-                f"QPRINT['RENDER_MEMORY_BYTES'] is {memory}; a render worker needs at least "
-                f"{MIN_RENDER_MEMORY_BYTES} (64 MiB) to load PDFium.",
-                hint="The default is 512 MiB; see docs/DOCUMENTS.md.",
-                id="qprint.E021",
-            )
-        )
-
-    ttl = user.get("JOB_TTL_SECONDS", DEFAULTS["JOB_TTL_SECONDS"])
-    if ttl is not None and (not _is_int(ttl) or ttl <= 0):
-        errors.append(
-            checks.Error(
-                f"QPRINT['JOB_TTL_SECONDS'] must be a positive integer or None, got {ttl!r}.",
-                id="qprint.E004",
-            )
-        )
-    types = user.get("ACCEPTED_CONTENT_TYPES", DEFAULTS["ACCEPTED_CONTENT_TYPES"])
-    if (
-        not isinstance(types, list | tuple | set | frozenset)
-        or not types
-        or not all(isinstance(t, str) and _MEDIA_TYPE.match(t.lower()) for t in types)
-    ):
-        errors.append(
-            checks.Error(
-                "QPRINT['ACCEPTED_CONTENT_TYPES'] must be a non-empty list of media types "
-                f"such as 'application/pdf', got {types!r}.",
-                hint="Without parameters (no '; charset=...'); see docs/API.md.",
-                id="qprint.E008",
-            )
-        )
-    errors.extend(_webhook_errors(user))
-    backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])
-    try:
-        import_string(backend)
-    except Exception as exc:  # a malformed path raises ImportError, a non-string other errors
-        errors.append(
-            checks.Error(
-                f"QPRINT['DOCUMENT_BACKEND'] = {backend!r} cannot be imported: {exc}.",
-                id="qprint.E005",
-            )
-        )
-    return errors
-
-
-def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
-    errors: list[checks.CheckMessage] = []
-    allow_http = user.get("WEBHOOK_ALLOW_HTTP", DEFAULTS["WEBHOOK_ALLOW_HTTP"])
-    if not isinstance(allow_http, bool):
-        errors.append(
-            checks.Error(
-                f"QPRINT['WEBHOOK_ALLOW_HTTP'] must be True or False, got {allow_http!r}.",
-                id="qprint.E007",
-            )
-        )
-    hosts = user.get("WEBHOOK_ALLOWED_HOSTS", DEFAULTS["WEBHOOK_ALLOWED_HOSTS"])
-    if not isinstance(hosts, list | tuple) or not all(isinstance(h, str) for h in hosts):
-        errors.append(
-            checks.Error(
-                f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] must be a list of strings, got {hosts!r}.",
-                id="qprint.E007",
-            )
-        )
-        return errors
-    for host in hosts:
-        text = host.strip()
-        if "/" in text:
-            try:
-                ipaddress.ip_network(text, strict=False)
-            except ValueError:
-                errors.append(
-                    checks.Error(
-                        f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a network.",
-                        hint="Use a host name, an address or a network such as 10.0.0.0/8.",
-                        id="qprint.E007",
-                    )
-                )
-        elif not text or any(c.isspace() for c in text):
-            errors.append(
-                checks.Error(
-                    f"QPRINT['WEBHOOK_ALLOWED_HOSTS'] has {host!r}, not a host name or address.",
-                    id="qprint.E007",
-                )
-            )
-    return errors
+    """Each declared setting's rule (:mod:`qprint.core.conf`), the dict itself and unknown keys."""
+    return qprint_settings.check()
 
 
 IN_MEMORY_LAYER = "channels.layers.InMemoryChannelLayer"
 
 
+def _heartbeat() -> object:
+    value = qprint_settings.HEARTBEAT_SECONDS
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    return value if ok else DEFAULTS["HEARTBEAT_SECONDS"]
+
+
 @checks.register()
 def check_channel_layer(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
     """A missing channel layer, or the in-memory one where several processes share PostgreSQL."""
-    heartbeat = (getattr(settings, "QPRINT", None) or {}).get(
-        "HEARTBEAT_SECONDS", DEFAULTS["HEARTBEAT_SECONDS"]
-    )
+    heartbeat = _heartbeat()
     layers = getattr(settings, "CHANNEL_LAYERS", None) or {}
     layer = layers.get("default") if isinstance(layers, dict) else None
     if not layer:

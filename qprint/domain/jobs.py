@@ -29,6 +29,7 @@ from qprint.core.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobSt
 from qprint.domain import commands, events
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob, PrintJobEvent
+from qprint.models.querysets import held_job
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -92,15 +93,20 @@ _DOWNLOADABLE = PreparedQuery(
         PrintJob.objects.filter(
             pk=Param("job", UUIDField()), device_id=Param("device", IntegerField())
         )
-        .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
+        .filter(held_job() | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
         .only("id", "content_type", "size", "sha256", "claim_id", "status")[:1]
     )
 )
 
 
 def locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
+    """The job (of ``tenant`` when given), its row locked; ``NotFound`` otherwise."""
+    return job_in(PrintJob.objects.select_for_update(of=("self",), no_key=True), job, tenant)
+
+
+def job_in(queryset: QuerySet, job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
+    """The job of ``queryset`` (of ``tenant`` when given); ``NotFound`` otherwise."""
     job_id = job.pk if isinstance(job, PrintJob) else job
-    queryset = PrintJob.objects.select_for_update(of=("self",), no_key=True)
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
     try:

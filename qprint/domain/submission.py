@@ -8,8 +8,8 @@ request it is refused (``idempotency_conflict``). Refusals raise :mod:`qprint.co
 exceptions with the error codes of docs/API.md.
 """
 
-import json
 import logging
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -24,9 +24,9 @@ from django.db.models import (
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
-from qprint import documents
 from qprint.core import inputs
 from qprint.core.conf import DEFAULTS, qprint_settings
+from qprint.core.device_events import fingerprint_of
 from qprint.core.errors import (
     Conflict,
     DocumentTooLarge,
@@ -35,9 +35,10 @@ from qprint.core.errors import (
 )
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
+from qprint.documents import media, storage
 from qprint.domain import cloudprnt, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
-from qprint.models import Device, EventSource, PrintJob
+from qprint.models import Device, PrintJob
 from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.jobs")
@@ -90,8 +91,8 @@ def submit_job(
     title = inputs.text("title", title, 255)
     if idempotency_key is not None:
         idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
-    sha256 = documents.digest(content)
-    fingerprint = events.fingerprint_of(
+    sha256 = storage.digest(content)
+    fingerprint = fingerprint_of(
         {
             "device": device_name,
             "printer": printer,
@@ -116,6 +117,7 @@ def submit_job(
     )
     formats.check_options(reported, content_type, options)
     cloudprnt.check_submission(target, content_type, options)
+    fit = media.check_fit(reported, content, content_type, options)  # 422 media_mismatch
 
     with transaction.atomic():
         fields = {
@@ -128,12 +130,13 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
-        if connection.vendor == "postgresql" and type(documents.backend()) is (
-            documents.DatabaseDocuments
-        ):
-            job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
+        queued = (fit.message, {"submitted_by": submitted_by, **fit.detail})
+        if connection.vendor == "postgresql" and storage.in_database():
+            job = _insert_job_in_one_statement(
+                target, content, content_type, sha256, queued, **fields
+            )
         else:
-            job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
+            job = _insert_job_step_by_step(target, content, content_type, sha256, queued, **fields)
         if job is None:
             # A concurrent submission with this key committed first: answer with its job.
             existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
@@ -196,10 +199,15 @@ def _submission_target(
 
 
 def _insert_job_step_by_step(
-    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+    target: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    queued: tuple[str, dict[str, Any]],
+    **fields: Any,
 ) -> PrintJob | None:
-    """The job, its document and its QUEUED event as separate statements; None when the
-    idempotency key was taken meanwhile."""
+    """The job, its document and its QUEUED event (``queued``: its message and detail) as
+    separate statements; None when the idempotency key was taken meanwhile."""
     try:
         with transaction.atomic():
             job = _create_job(target, content, content_type, sha256, **fields)
@@ -207,14 +215,17 @@ def _insert_job_step_by_step(
         if not fields["idempotency_key"]:
             raise
         return None
-    events.record_server_event(
-        job, JobStatus.QUEUED, detail={"submitted_by": fields["submitted_by"]}
-    )
+    events.record_server_event(job, JobStatus.QUEUED, message=queued[0], detail=queued[1])
     return job
 
 
 def _insert_job_in_one_statement(
-    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+    target: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    queued: tuple[str, dict[str, Any]],
+    **fields: Any,
 ) -> PrintJob | None:
     """The job, its document row and its QUEUED event in one statement of data-modifying CTEs
     (PostgreSQL, documents in the database). The job's INSERT is Django's own (``ON CONFLICT DO
@@ -228,31 +239,32 @@ def _insert_job_in_one_statement(
         PrintJob._meta.get_field("expires_at"),
     ]
     [(insert_job, params)] = compiler.as_sql()
-    detail = {"submitted_by": fields["submitted_by"]}
+    message, detail = queued
+    document, document_params = storage.document_insert("job", job.pk, content, binary=True)
+    queued_event, queued_params = events.server_event_insert(
+        "job", job.pk, JobStatus.QUEUED, detail=detail, message=message, named=False
+    )
     statement = f"""
         WITH job AS ({insert_job}),
-        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %s FROM job),
-        queued AS (
-            INSERT INTO qprint_job_event
-                (event_id, job_id, device_id, source, type, message, detail, fingerprint)
-            SELECT %s, %s, NULL, %s, %s, '', %s::jsonb, %s FROM job
-        )
+        document AS ({document}),
+        queued AS ({queued_event})
         SELECT created_at, expires_at FROM job
     """
-    params = [
-        *params,
-        job.pk,
-        content,
-        uuid.uuid4(),
-        job.pk,
-        EventSource.SERVER.value,
-        JobStatus.QUEUED.value,
-        json.dumps(detail),
-        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
-    ]
-    with connection.cursor() as cursor:
+    params = [*params, *document_params, *queued_params]
+    # psycopg's own cursor, on the same connection and transaction: it sends the document as a
+    # binary parameter (%b). Django's client-side binding would first write it into the SQL text
+    # as a hex literal, several times its size in memory (docs/SECURITY.md, "Limits").
+    import psycopg  # PostgreSQL only (this path)
+
+    connection.ensure_connection()
+    started = time.monotonic()
+    with psycopg.Cursor(connection.connection) as cursor:  # Django's factory binds client-side
         cursor.execute(statement, params)
         row = cursor.fetchone()
+    if connection.queries_logged:  # as Django's cursor would (debug, CaptureQueriesContext)
+        connection.queries_log.append(
+            {"sql": statement, "time": f"{time.monotonic() - started:.3f}"}
+        )
     if row is None:
         if not fields["idempotency_key"]:
             raise IntegrityError(f"job {job.pk} was not inserted")
@@ -279,7 +291,7 @@ def _create_job(
     job.save(force_insert=True)
     ttl = fields["ttl"]
     job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
-    documents.save_document(job, content)
+    storage.save_document(job, content)
     return job
 
 
@@ -386,11 +398,15 @@ def reprint_job(
     A job already reprinted raises :class:`Conflict` (``already_reprinted``) unless ``force``:
     the original's row is locked while deciding, so two clicks at once make one reprint.
     """
+    # The fit check reads the document (up to RENDER_TIMEOUT_SECONDS): before the row is locked.
+    unlocked = jobs.job_in(PrintJob.objects.all(), job, tenant)
+    content = storage.open_document(unlocked)
+    reported = formats.reported_printer_of(unlocked.device_id, unlocked.printer)
+    fit = media.check_fit(reported, content, unlocked.content_type, unlocked.options)
     with transaction.atomic():
         original = jobs.locked_job(job, tenant)
         if not force and PrintJob.objects.filter(reprint_of=original).exists():
             raise Conflict("already_reprinted", "This job was already reprinted.")
-        content = documents.open_document(original)
         device = Device.objects.get(pk=original.device_id)
         reprint = _create_job(
             device,
@@ -406,7 +422,10 @@ def reprint_job(
             reprint_of=original,
         )
         events.record_server_event(
-            reprint, JobStatus.QUEUED, detail={"reprint_of": str(original.pk), "by": by}
+            reprint,
+            JobStatus.QUEUED,
+            message=fit.message,
+            detail={"reprint_of": str(original.pk), "by": by, **fit.detail},
         )
         events.record_server_event(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}

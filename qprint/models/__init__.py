@@ -1,7 +1,9 @@
 """qprint's models, one module per concept."""
 
-from qprint.models.commands import CommandStatus, DeviceCommand
+from qprint.core.states import CommandStatus
+from qprint.models.commands import DeviceCommand
 from qprint.models.devices import Device, DeviceKind, DevicePrinter
+from qprint.models.enrolment import Enrolment, EnrolmentStatus
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
 from qprint.models.throttle import AuthFailureCount
@@ -16,6 +18,8 @@ __all__ = [
     "DeviceCommand",
     "DeviceKind",
     "DevicePrinter",
+    "Enrolment",
+    "EnrolmentStatus",
     "EventSource",
     "PrintDocument",
     "PrintJob",

@@ -96,7 +96,7 @@ def printer_object(printer) -> dict[str, Any]:
 
 
 def device_object(summary) -> dict[str, Any]:
-    """A device as the application sees it (``qprint.domain.devices.DeviceSummary``)."""
+    """A device as the application sees it (``qprint.models.summaries.DeviceSummary``)."""
     return {
         "name": summary.name,
         "description": summary.description,
@@ -186,9 +186,9 @@ def webhook_object(endpoint, secret: str | None = None) -> dict[str, Any]:
 
 
 def delivery_object(delivery) -> dict[str, Any]:
-    """One delivery of the outbox (``GET api/v1/webhooks/<id>/deliveries``)."""
+    """One delivery of the outbox (``GET api/v1/webhooks/<id>/deliveries``), named by its
+    ``event_id`` (the row's serial number would tell a tenant how much others send)."""
     return {
-        "id": delivery.id,
         "event_id": delivery.event_id,
         "type": delivery.type,
         "status": delivery.status,

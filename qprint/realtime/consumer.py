@@ -28,7 +28,6 @@ from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 from django.urls import reverse
 
-from qprint import metrics
 from qprint.core import cluster, database
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid, QPrintError
@@ -40,6 +39,7 @@ from qprint.domain import (
     devices,
     throttle,
 )
+from qprint.metrics import instruments
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
     CLOSE_SERVER_ERROR,
@@ -248,7 +248,7 @@ class DeviceConsumer(AsyncConsumer):
         except Exception as exc:  # the lease runs on; the next ping tries again
             logger.warning("socket_ping_failed device=%s error=%r", self.label, exc)
             return
-        metrics.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
+        instruments.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
     async def frame_printers(self, frame: dict[str, Any]) -> None:
         try:
@@ -288,7 +288,7 @@ class DeviceConsumer(AsyncConsumer):
         else:
             status, error = answer.status, ""
             out = self.session.answer(request, answer.status, answer.body)
-        metrics.socket_operation_answered(request.operation, started, status, error)
+        instruments.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
 
     def _perform(self, request: OperationRequest) -> device_operations.Answer:
@@ -319,7 +319,7 @@ class DeviceConsumer(AsyncConsumer):
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        metrics.wakeup_handled(message, await self._reconcile())
+        instruments.wakeup_handled(message, await self._reconcile())
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
         await self._reconcile()

@@ -18,6 +18,7 @@ from qprint.domain import commands, devices, jobs
 from qprint.domain import submission as submissions
 from qprint.models import ApplicationKey
 from qprint.models.serializers import command_object, device_object, job_object, job_with_events
+from qprint.models.summaries import DeviceSummary
 from qprint.views.http import (
     application_endpoint,
     invalid,
@@ -79,8 +80,9 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     queryset = jobs.jobs_of(
         key.tenant, device=request.GET.get("device"), status=request.GET.get("status")
     )
+    scope = jobs.jobs_of(key.tenant)
     return json_response(
-        paginate(request, queryset, ("created_at", "id"), job_object, descending=True)
+        paginate(request, queryset, ("created_at", "id"), job_object, scope=scope, descending=True)
     )
 
 
@@ -113,13 +115,14 @@ def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpR
 @application_endpoint("GET")
 def device_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     """The tenant's devices by name, paginated with ``?limit=&cursor=``."""
+    queryset = devices.summaries(key.tenant)
     return json_response(
-        paginate(request, devices.summaries(key.tenant), ("name", "id"), _device_object)
+        paginate(request, queryset, ("name", "id"), _device_object, scope=queryset, key="name")
     )
 
 
 def _device_object(device) -> dict[str, Any]:
-    return device_object(devices.DeviceSummary.of(device))
+    return device_object(DeviceSummary.of(device))
 
 
 def _summary(key: ApplicationKey, name: str) -> HttpResponse:

@@ -3,7 +3,8 @@
 One asyncio loop per process takes due deliveries from the outbox (``outbox.take_due``, ``FOR
 UPDATE SKIP LOCKED``: nodes share the work, never a row), sends each with ``httpx`` and records the
 answer (``outbox.record_attempt``). At most ``QPRINT["WEBHOOK_MAX_IN_FLIGHT"]`` requests are in
-flight; rows are taken only for free slots, so a slow receiver holds its slots, not the outbox.
+flight; rows are taken only for free slots, fairly between endpoints and tenants and within their
+caps (``outbox.take_due``), so a slow receiver holds a few slots of its tenant's, not the outbox.
 
 Each attempt: the URL's host is resolved and every address checked
 (``destinations.resolve_checked``), then the request goes to **that address**: the URL's host is
@@ -13,7 +14,8 @@ a total deadline of ``SEND_TIMEOUT_SECONDS``, redirects not followed (a 3xx is a
 
 It wakes on the ``qprint.webhooks`` group of the channel layer (published after the commit that
 wrote a delivery) and in-process notices, and polls every :data:`POLL_SECONDS` whatever happens,
-so it is correct without Redis. Database work runs on one thread of its own (one connection).
+so it is correct without Redis. Database work runs on one thread of its own (a
+:class:`qprint.core.executor.DatabaseThreads` of one, like the transports' threads).
 """
 
 from __future__ import annotations
@@ -23,16 +25,15 @@ import logging
 import ssl
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import httpx
-from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from qprint.core.conf import qprint_settings
+from qprint.core.executor import DatabaseThreads
 from qprint.webhooks import destinations, notify, outbox, signing
 
 logger = logging.getLogger("qprint.webhooks.sender")
@@ -83,7 +84,8 @@ class Sender:
         self.verify = verify
         self.max_in_flight = max(1, int(max_in_flight or qprint_settings.WEBHOOK_MAX_IN_FLIGHT))
         self.poll_seconds = poll_seconds
-        self.db = ThreadPoolExecutor(1, thread_name_prefix="qprint-webhooks-db")
+        #: One thread of its own: the outbox's statements never queue behind a request's.
+        self.db = DatabaseThreads("webhooks", threads=1)
         self.clients: dict[tuple[str, str, str, int], httpx.AsyncClient] = {}
         self.in_flight: set[asyncio.Task] = set()
 
@@ -94,8 +96,7 @@ class Sender:
         try:
             asyncio.run(self._main(stop))
         finally:
-            self.db.submit(lambda: connection.close()).result()
-            self.db.shutdown(wait=True)
+            self.db.shutdown()
 
     async def _main(self, stop: threading.Event) -> None:
         logger.info("webhook_sender_started max_in_flight=%s", self.max_in_flight)
@@ -143,7 +144,7 @@ class Sender:
                     future.cancel()
 
     async def _on_db(self, func, *args):
-        return await asyncio.get_running_loop().run_in_executor(self.db, _db_call, func, args)
+        return await self.db.run(func, *args)
 
     # --- one attempt ----------------------------------------------------------------------------
 
@@ -168,6 +169,7 @@ class Sender:
             destination = destinations.parse(due.url)
             address = await loop.run_in_executor(None, destinations.resolve_checked, destination)
         except destinations.Refused as exc:
+            logger.info("webhook_refused delivery=%s reason=%s", due.id, exc.detail)
             return outbox.Outcome(error=f"refused: {exc}"), "refused"
         body = due.body
         headers = {
@@ -180,6 +182,7 @@ class Sender:
         extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
         client = self._client(destination, address)
         timeout = min(outbox.SEND_TIMEOUT_SECONDS, deadline - time.monotonic())
+        started = time.monotonic()
         try:
             request = client.build_request(
                 "POST",
@@ -190,11 +193,14 @@ class Sender:
             )
             response = await asyncio.wait_for(self._send(client, request), timeout)
         except TimeoutError:
-            return outbox.Outcome(error=f"timed out after {timeout:.0f} s"), "failed"
+            took = time.monotonic() - started
+            return outbox.Outcome(error=f"timed out after {timeout:.0f} s", seconds=took), "failed"
         except httpx.HTTPError as exc:
-            return outbox.Outcome(error=f"{type(exc).__name__}: {exc}"), "failed"
+            took = time.monotonic() - started
+            return outbox.Outcome(error=f"{type(exc).__name__}: {exc}", seconds=took), "failed"
         status, answer = response
-        outcome = outbox.Outcome(status_code=status, answer=answer)
+        took = time.monotonic() - started
+        outcome = outbox.Outcome(status_code=status, answer=answer, seconds=took)
         return outcome, "delivered" if outcome.delivered else "failed"
 
     @staticmethod
@@ -228,14 +234,6 @@ class Sender:
             )
             self.clients[key] = client
         return client
-
-
-def _db_call(func, args):
-    try:
-        return func(*args)
-    except DatabaseError:
-        connection.close()
-        raise
 
 
 def run_worker(stop: threading.Event) -> None:

@@ -9,8 +9,9 @@ import pytest
 
 from qprint import api
 from tests import services
-from tests.processes import ManagedProcess, daphne_node, free_port, port_open, python, wait_until
+from tests.processes import ManagedProcess, daphne_node, free_port, port_open, python
 from tests.qprint.agent.cups import CupsServer, minimal_pdf, unavailable_reason
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -30,10 +30,32 @@ def test_heartbeat_below_five_warns_below_one_errs(value, expected):
     assert ids(HEARTBEAT_SECONDS=value) == expected
 
 
-@pytest.mark.parametrize("key", ["MAX_DOCUMENT_BYTES", "WAKE_QUEUE_SIZE", "JOB_RETENTION_DAYS"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "MAX_DOCUMENT_BYTES",
+        "WAKE_QUEUE_SIZE",
+        "JOB_RETENTION_DAYS",
+        "ENROLMENT_EXPIRES_SECONDS",
+        "ENROLMENT_INTERVAL_SECONDS",
+    ],
+)
 @pytest.mark.parametrize("value", [0, -1, "10", None, True])
 def test_positive_integers(key, value):
     assert ids(**{key: value}) == ["qprint.E003"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, []),
+        ("https://print.example.com/admin/qprint/enrolment/", []),
+        ("/admin/qprint/enrolment/", ["qprint.E014"]),
+        (5, ["qprint.E014"]),
+    ],
+)
+def test_the_enrolment_page_is_an_absolute_url(value, expected):
+    assert ids(ENROLMENT_VERIFICATION_URI=value) == expected
 
 
 def test_job_ttl_may_be_none_but_not_zero():
@@ -101,3 +123,31 @@ def test_render_memory_below_what_pdfium_needs_is_named():
     assert ids(RENDER_MEMORY_BYTES=256 * 1024 * 1024) == []
     assert ids(RENDER_TIMEOUT_SECONDS=0) == ["qprint.E003"]
     assert ids(RENDER_TIMEOUT_SECONDS=0.5) == []
+
+
+def _declared():
+    from qcluster.conf import SETTINGS as CLUSTER_SETTINGS
+    from qcluster.conf import cluster_settings
+    from qprint.core.conf import SETTINGS, qprint_settings
+
+    return [(qprint_settings, s) for s in SETTINGS] + [
+        (cluster_settings, s) for s in CLUSTER_SETTINGS
+    ]
+
+
+@pytest.mark.parametrize(
+    ("app", "declared"), _declared(), ids=lambda x: getattr(x, "name", getattr(x, "setting", ""))
+)
+def test_each_declared_setting_has_its_doc_and_its_rule_is_checked(app, declared):
+    """One declaration per setting: its default passes its own rule, and a value of no sensible
+    type is named by the setting's own check id (the checks loop over the declarations)."""
+    assert declared.doc
+    assert app.defaults[declared.name] == declared.default
+    with override_settings(**{app.setting: {}}):
+        assert [m.id for m in app.check()] == []
+    if declared.valid is None:
+        return
+    with override_settings(**{app.setting: {declared.name: object()}}):
+        messages = app.check()
+    assert [m.id for m in messages] == [declared.error]
+    assert declared.name in messages[0].msg
