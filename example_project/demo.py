@@ -73,21 +73,51 @@ DEMO_TENANT = "demo"
 DEMO_DEVICE = "demo-printer"
 
 
-def prepare_printing() -> tuple[str, str]:
-    """The demo device (its token rotated) and a new application key: ``(token, key)``."""
-    from django.db import connections
+YOUR_DEVICE = "my-printer"
 
+
+def _device_token(name: str, description: str) -> str:
+    """A device of the demo tenant, made or its token rotated: its new token."""
     from qprint import api
     from qprint.models import Device
 
-    device = Device.objects.filter(tenant=DEMO_TENANT, name=DEMO_DEVICE).first()
+    device = Device.objects.filter(tenant=DEMO_TENANT, name=name).first()
     if device is None:
-        _, token = api.create_device(DEMO_TENANT, DEMO_DEVICE, description="the demo's agent")
-    else:
-        token = api.rotate_device_token(device)
+        return api.create_device(DEMO_TENANT, name, description=description)[1]
+    return api.rotate_device_token(device)
+
+
+def prepare_printing() -> tuple[str, str, str]:
+    """The demo device's token, a device for an agent of your own and a new application key:
+    ``(token, your_token, key)``."""
+    from django.db import connections
+
+    from qprint import api
+
+    token = _device_token(DEMO_DEVICE, "the demo's agent")
+    your_token = _device_token(YOUR_DEVICE, "an agent you run yourself")
     _, key = api.create_application_key(DEMO_TENANT, f"demo-{secrets.token_hex(4)}")
     connections.close_all()
-    return token, key
+    return token, your_token, key
+
+
+def next_steps(port: int, key: str, your_token: str) -> str:
+    """What to try next, with the key and the token just made (printed once the demo job is)."""
+    base = f"http://127.0.0.1:{port}/qprint/"
+    python = Path(sys.executable)
+    if python.is_relative_to(REPO_ROOT):  # the .venv that ./dev made: commands need it
+        python = python.relative_to(REPO_ROOT)
+    return f"""
+Next steps (from {REPO_ROOT}):
+  Submit a job through the HTTP API (the demo's agent prints it into the spool directory):
+    curl -s -H "Authorization: Bearer {key}" -F device={DEMO_DEVICE} \\
+        -F "document=@README.md;type=text/plain" {base}api/v1/jobs
+  Run an agent of your own for the device {DEMO_TENANT}/{YOUR_DEVICE} (its token, shown once):
+    QPRINT_AGENT_TOKEN={your_token} {python} -m qprint.agent --url {base} \\
+        --name {YOUR_DEVICE} --printer mine=dir:var/demo/mine
+  then submit with -F device={YOUR_DEVICE}; a real printer: --printer office=cups:Office
+  (docs/AGENT.md). Your own project: docs/INSTALL.md.
+"""
 
 
 def start_agent(env: dict[str, str], port: int, token: str, spool_dir: Path) -> subprocess.Popen:
@@ -195,8 +225,14 @@ def wait_healthy(port: int, processes: dict[str, subprocess.Popen], timeout: flo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="demo", description=__doc__.splitlines()[0])
-    parser.add_argument("--port", type=int, default=8000)
+    parser = argparse.ArgumentParser(prog="./dev demo", description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=8000,
+        help="the port of the demo node (HTTP, admin and the device socket) on 127.0.0.1; the "
+        "demo's agent and the printed next steps use it (default 8000)",
+    )
     parser.add_argument(
         "--check",
         "--no-wait",
@@ -215,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     env = node_environment()
     password = prepare(env)
     print(f"Admin user: {ADMIN_USER}  password: {password}", flush=True)
-    token, key = prepare_printing()
+    token, your_token, key = prepare_printing()
 
     stop = {"requested": False}
 
@@ -242,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
         printed = args.spool_dir / f"{job['id']}.pdf"
         print(f"Printed job {job['id']} -> {printed}", flush=True)
         print(f"Application key (tenant {DEMO_TENANT}): {key}", flush=True)
+        print(next_steps(args.port, key, your_token), flush=True)
         if args.check:
             return 0
         print("Ctrl-C stops the node.", flush=True)

@@ -8,9 +8,11 @@ Settings are validated by the model. Every action goes through the app's own API
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 from django.http import HttpRequest, JsonResponse
+from django.template.response import TemplateResponse
 from django.urls import path
 from django.utils.html import format_html
 from django.utils.translation import gettext_lazy as _
@@ -57,11 +59,13 @@ class ClusterNodeAdmin(admin.ModelAdmin):
         "connections",
         "running_tasks",
         "memory",
-        "drain_requested_by",
     ]
     list_filter = ["status", "zone", "deployment", "version"]
     search_fields = ["node_id", "pod_name", "k8s_node_name"]
     actions = ["drain_nodes", "cancel_drain"]
+
+    class Media:
+        css = {"all": ("qcluster/admin_lists.css",)}
 
     def get_queryset(self, request):
         age = ExpressionWrapper(Now() - F("heartbeat_at"), output_field=DurationField())
@@ -78,10 +82,21 @@ class ClusterNodeAdmin(admin.ModelAdmin):
 
     @admin.display(description=_("status"), ordering="status")
     def status_badge(self, node: ClusterNode) -> str:
+        """The status; a drain asked and not yet taken up by the node's runtime shows at once."""
         colour = STATUS_COLOURS.get(node.status, "#000")
-        return format_html('<b style="color:{}">{}</b>', colour, node.status)
+        badge = format_html('<b style="color:{}">{}</b>', colour, node.status)
+        if node.drain_requested and node.status == NodeStatus.UP:
+            badge = format_html(
+                '{} <b style="color:{}" class="drain-requested">{}</b>',
+                badge,
+                STATUS_COLOURS[NodeStatus.DRAINING],
+                _("drain requested"),
+            )
+        if node.drain_requested and node.drain_requested_by:
+            badge = format_html("{} <i>({})</i>", badge, _("by %s") % node.drain_requested_by)
+        return badge
 
-    @admin.display(description=_("heartbeat age"), ordering="-heartbeat_at")
+    @admin.display(description=_("last beat"), ordering="-heartbeat_at")
     def heartbeat_age(self, node: ClusterNode) -> str:
         return _age(getattr(node, "heartbeat_age", None))
 
@@ -92,8 +107,12 @@ class ClusterNodeAdmin(admin.ModelAdmin):
         return f"{node.memory_rss_bytes / (1024 * 1024):.0f} MiB"
 
     @admin.action(description=_("Drain node"), permissions=["drain"])
-    def drain_nodes(self, request, queryset) -> None:
+    def drain_nodes(self, request, queryset):
+        """Asks first (a page naming the nodes, and warning when no UP node would be left),
+        then drains on the confirmation's post."""
         asked = [n for n in queryset.values_list("node_id", flat=True)]
+        if request.POST.get("confirmed") != "yes":
+            return self._confirm_drain(request, queryset, asked)
         done = [n for n in asked if nodes.request_drain(n, by=_who(request))]
         for node_id in done:
             self.log_change(request, queryset.get(node_id=node_id), "Drain requested")
@@ -110,6 +129,18 @@ class ClusterNodeAdmin(admin.ModelAdmin):
         self._report(
             request, done, asked, "Drain cancelled for %d node.", "Drain cancelled for %d nodes."
         )
+
+    def _confirm_drain(self, request, queryset, asked: list[str]) -> TemplateResponse:
+        left = nodes.serving_after_drain(asked)
+        context = {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": _("Drain nodes?"),
+            "nodes": list(queryset.order_by("node_id")),
+            "serving_after": left,
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "admin/qcluster/drain_confirmation.html", context)
 
     def _report(self, request, done, asked, singular, plural) -> None:
         if done:

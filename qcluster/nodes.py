@@ -172,6 +172,16 @@ def request_drain(node_id: str, by: str) -> bool:
     return bool(updated)
 
 
+def serving_after_drain(node_ids: list[str]) -> list[str]:
+    """The nodes that would still serve if ``node_ids`` drained: UP, no drain asked of them."""
+    return list(
+        ClusterNode.objects.filter(status=NodeStatus.UP, drain_requested=False)
+        .exclude(node_id__in=node_ids)
+        .order_by("node_id")
+        .values_list("node_id", flat=True)
+    )
+
+
 def cancel_drain(node_id: str, by: str) -> bool:
     """Withdraw a drain request; a node still DRAINING goes back to UP. False if nothing to cancel.
 

@@ -14,7 +14,10 @@ class QPrintConfig(AppConfig):
             cluster,
         )
         from qprint.metrics import collectors
-        from qprint.realtime import bus, publisher
+        from qprint.realtime import bus, publisher, server_log
+
+        # A refused socket upgrade is one log line, not Daphne's traceback.
+        server_log.install()
 
         # Wakeups leave through the process's bounded publisher (shared with the notices).
         installed = publisher.install()

@@ -1,9 +1,45 @@
-"""WebSocket routes of qprint, mounted by the host's ASGI application."""
+"""WebSocket routes of qprint, mounted by the host's ASGI application (docs/INSTALL.md).
 
-from django.urls import path
+The device socket lives at ``ws/device/`` under the prefix where the host mounts ``qprint.urls``:
+with ``path("qprint/", include("qprint.urls"))`` it is ``qprint/ws/device/``, with
+``path("print/", ...)`` it is ``print/ws/device/``. An agent is given that prefix
+(``--url https://host/print/``) and finds the HTTP API and the socket under it.
+
+``websocket_urlpatterns`` is computed when it is first read (``from qprint.routing import
+websocket_urlpatterns`` in the host's ``asgi.py``, after ``get_asgi_application()``), from the
+host's URLconf.
+"""
+
+from django.core.exceptions import ImproperlyConfigured
+from django.urls import NoReverseMatch, path, reverse
 
 from qprint.realtime.consumer import DeviceConsumer
 
-websocket_urlpatterns: list = [
-    path("qprint/ws/device/", DeviceConsumer.as_asgi(), name="qprint-device-socket"),
-]
+#: The socket's path below the mount of ``qprint.urls``.
+SOCKET_SUFFIX = "ws/device/"
+_CLAIM_SUFFIX = "api/v1/device/claim"
+
+
+def socket_path(urlconf: str | None = None) -> str:
+    """The device socket's path (no leading slash) under the mount of ``qprint.urls``."""
+    try:
+        claim = reverse("qprint:device-claim", urlconf=urlconf)
+    except NoReverseMatch:
+        raise ImproperlyConfigured(
+            "qprint.urls is not mounted in the URLconf (or not with its 'qprint' namespace): "
+            "add path('qprint/', include('qprint.urls')) to your urlpatterns; the device socket "
+            f"is served under the same prefix ({SOCKET_SUFFIX}), see docs/INSTALL.md."
+        ) from None
+    mount = claim[: -len(_CLAIM_SUFFIX)]
+    return mount.lstrip("/") + SOCKET_SUFFIX
+
+
+def device_socket_patterns(urlconf: str | None = None) -> list:
+    """The routes for Channels' ``URLRouter``: the device socket under qprint's mount."""
+    return [path(socket_path(urlconf), DeviceConsumer.as_asgi(), name="qprint-device-socket")]
+
+
+def __getattr__(name: str):
+    if name == "websocket_urlpatterns":
+        return device_socket_patterns()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -141,6 +141,32 @@ def log_in(page, base: str, username: str, password: str) -> None:
     page.wait_for_url(f"{base}/admin/")
 
 
+#: The narrowest window an operator's page must fit without cutting anything off.
+OPERATOR_WIDTH = 1400
+
+
+def assert_fits(page) -> None:
+    """Nothing on the page is cut off or needs a sideways scroll (at the page's viewport, e.g.
+    :data:`OPERATOR_WIDTH`): not the page itself, and no box that clips or scrolls its content."""
+    clipped = page.evaluate(
+        """() => {
+        const out = [];
+        const doc = document.documentElement;
+        if (doc.scrollWidth > doc.clientWidth + 1) out.push(`page ${doc.scrollWidth}px`);
+        for (const e of document.querySelectorAll("#content *")) {
+            const overflow = getComputedStyle(e).overflowX;
+            if (overflow !== "visible" && e.scrollWidth > e.clientWidth + 1)
+                out.push(
+                    `${e.tagName.toLowerCase()}#${e.id}.${e.className} `
+                    + `${e.scrollWidth}>${e.clientWidth}`
+                );
+        }
+        return out;
+    }"""
+    )
+    assert clipped == [], f"{page.url} cut off at {page.viewport_size['width']} px: {clipped}"
+
+
 def messages_on(page) -> str:
     """The text of the admin's messages on the page ('' when there is none)."""
     locator = page.locator("ul.messagelist")

@@ -1,5 +1,7 @@
 """The example project as a whole: settings load, checks pass, the schema equals the migrations."""
 
+import re
+import sys
 from io import StringIO
 
 import pytest
@@ -56,6 +58,49 @@ def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
 
     assert {p.split(".")[0] for p in packages} == {"qprint", "qcluster"}
     assert {"qprint.agent", "qcluster.migrations", "qcluster.templatetags"} <= set(packages)
+
+
+def test_the_library_requires_only_what_its_apps_import():
+    """The library requires what a node runs on (Django, Channels, channels-redis, Daphne,
+    psycopg with its pool) and what its modules import; the example project's django-environ and
+    psycopg's binary build are extras (docs/INSTALL.md, "Install"), and the test tools stay out
+    of what the demo installs."""
+    import ast
+    import tomllib
+
+    from tests.processes import REPO_ROOT
+
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    required = " ".join(project["dependencies"]).lower()
+    for optional in ("django-environ", "psycopg[binary"):
+        assert optional not in required, f"{optional} belongs in an extra"
+    for needed in ("channels-redis", "daphne", "psycopg[pool]"):
+        assert needed in required, f"a node runs on {needed}"
+    extras = project["optional-dependencies"]
+    assert not any("pytest" in d for d in extras["example"]), "the demo installs no test tools"
+    # The import names of the declared dependencies (and of Django's own asgiref).
+    import_names = {"pillow": "PIL"}
+    allowed = {"asgiref", "qprint", "qcluster"}
+    for requirement in project["dependencies"]:
+        dist = re.match(r"[A-Za-z0-9_.-]+", requirement)[0].lower()
+        allowed.add(import_names.get(dist, dist.replace("-", "_")))
+    imported: dict[str, str] = {}
+    for app in ("qprint", "qcluster"):
+        for path in (REPO_ROOT / app).rglob("*.py"):
+            for node in ast.parse(path.read_text()).body:  # module level only
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                for name in names:
+                    imported.setdefault(name.split(".")[0], str(path.relative_to(REPO_ROOT)))
+    third_party = {
+        name: where
+        for name, where in imported.items()
+        if name not in sys.stdlib_module_names and name not in allowed
+    }
+    assert third_party == {}
 
 
 @pytest.mark.parametrize("secret_key", [None, ""])

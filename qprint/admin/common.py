@@ -11,6 +11,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
+from django.utils import dateformat, timezone
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext
 
@@ -111,6 +112,24 @@ def apply_to_each(
 def short_job_id(job: PrintJob) -> str:
     """The first eight characters of a job's id, as the job list shows it."""
     return str(job.id)[:8]
+
+
+def to_the_second(moment) -> str:
+    """A time as the lists show it: local, to the second (``2026-12-01 09:30:05``); "-" for none."""
+    if moment is None:
+        return "-"
+    return dateformat.format(timezone.localtime(moment), "Y-m-d H:i:s")
+
+
+def time_column(field: str, description: str) -> Callable[[Any, Any], str]:
+    """A list column (a ModelAdmin method) showing the datetime ``field`` to the second, sortable
+    by it: ``created = time_column("created_at", _("created"))``."""
+
+    @admin.display(description=description, ordering=field)
+    def column(modeladmin: admin.ModelAdmin, obj: Any) -> str:
+        return to_the_second(getattr(obj, field))
+
+    return column
 
 
 def post_only(request: HttpRequest) -> HttpResponse | None:

@@ -16,6 +16,7 @@ from django.shortcuts import redirect
 from django.urls import path, reverse
 from django.utils.html import format_html
 from django.utils.http import content_disposition_header
+from django.utils.text import Truncator
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
@@ -27,6 +28,7 @@ from qprint.admin.common import (
     post_only,
     refused_on_page,
     short_job_id,
+    time_column,
 )
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import NotFound, QPrintError
@@ -38,6 +40,9 @@ from qprint.models import (
     PrintJobEvent,
     serializers,
 )
+
+#: How much of a job's reason the job list shows (the job's page shows all of it).
+REASON_CHARS = 80
 
 
 class StuckJobFilter(admin.SimpleListFilter):
@@ -58,16 +63,18 @@ class StuckJobFilter(admin.SimpleListFilter):
 
 @admin.register(PrintJob)
 class PrintJobAdmin(admin.ModelAdmin):
+    class Media:
+        css = {"all": ("qprint/admin_lists.css",)}
+
     list_display = (
         "short_id",
         "title",
-        "device",
-        "tenant",
+        "device",  # tenant/name
         "status",
+        "reason",
         "priority",
-        "attempts",
-        "created_at",
-        "finished_at",
+        "created",
+        "finished",
     )
     list_filter = (
         "status",
@@ -81,7 +88,7 @@ class PrintJobAdmin(admin.ModelAdmin):
     ordering = ("-created_at",)
     actions = ("cancel_jobs", "reprint_jobs")
     change_form_template = "admin/qprint/printjob/change_form.html"
-    fields = (
+    readonly_fields = (
         "id",
         "tenant",
         "device",
@@ -107,11 +114,43 @@ class PrintJobAdmin(admin.ModelAdmin):
         "finished_at",
         "expires_at",
     )
-    readonly_fields = fields
+    #: What the page's console shows (status and reason, device and printer, the claim, the
+    #: attempts, the reprints); the other stored values go under one collapsed heading.
+    console_fields = (
+        "device",
+        "printer",
+        "status",
+        "status_reason",
+        "cancel_requested",
+        "claim_id",
+        "claim_node",
+        "claimed_at",
+        "attempts",
+        "reprint_of",
+    )
+    fieldsets = (
+        (
+            _("Stored values"),
+            {
+                "classes": ("collapse",),
+                "fields": tuple(
+                    sorted(set(readonly_fields) - set(console_fields), key=readonly_fields.index)
+                ),
+            },
+        ),
+    )
 
     @admin.display(description=_("id"), ordering="id")
     def short_id(self, job: PrintJob) -> str:
         return short_job_id(job)
+
+    @admin.display(description=_("reason"))
+    def reason(self, job: PrintJob) -> str:
+        """Why a job ended as it did (a failure's message, the cancel's author), shortened."""
+        return Truncator(job.status_reason).chars(REASON_CHARS) if job.status_reason else ""
+
+    created = time_column("created_at", _("created"))
+    finished = time_column("finished_at", _("finished"))
 
     def has_add_permission(self, request) -> bool:
         return False
@@ -303,7 +342,7 @@ class PrintJobAdmin(admin.ModelAdmin):
 
 @admin.register(PrintJobEvent)
 class PrintJobEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
-    list_display = ("type", "source", "job", "device", "occurred_at", "recorded_at")
+    list_display = ("type", "source", "job", "device", "occurred", "recorded")
     list_filter = ("source", "type")
     list_select_related = ("job", "device")
     search_fields = ("=event_id", "=job__id")
@@ -321,6 +360,9 @@ class PrintJobEventAdmin(ReadOnlyAdminMixin, admin.ModelAdmin):
         "fingerprint",
     )
     fields = readonly_fields
+
+    occurred = time_column("occurred_at", _("occurred"))
+    recorded = time_column("recorded_at", _("recorded"))
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False

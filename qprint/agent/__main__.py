@@ -25,7 +25,8 @@ crash is reported OUTCOME_UNKNOWN instead of being printed again.
 
 EPILOG = """\
 exit status: 0 stopped on SIGTERM/SIGINT; 2 the server refused a device's token (401/403);
-3 the server disabled a device or revoked its token (close 4001); 64 bad arguments.
+3 the server disabled a device or revoked its token (close 4001); 64 bad arguments (among them:
+no printer given; --printer NAME=null: is the explicit way to print nothing).
 
 commands:
   enroll URL [--config agent.toml]   become a device by a code an operator approves, write the
@@ -42,6 +43,14 @@ examples:
   python -m qprint.agent --url http://lb/qprint/ --devices 20 --tokens-file tokens.txt \\
       --spooler directory --spool-dir /tmp/printed
 """
+
+
+NO_PRINTER = (
+    "no printer: give one, e.g. --printer office=cups:Office (a CUPS queue), "
+    "--printer labels=socket://10.0.0.9:9100, --printer lobby=ipp://10.0.0.7/ipp/print or "
+    "--printer desk=dir:/var/spool/qprint (one file per job); to accept jobs and print nothing "
+    "(a test), say so: --printer test=null: (jobs are reported PRINTED)"
+)
 
 
 def _printer_argument(text: str):
@@ -172,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="cups: submit with lp and follow the CUPS job (a job's printer names the queue); "
         "directory: write each document to --spool-dir once; null: accept and discard "
-        "(default null)",
+        "(reported PRINTED). Without --printer or --spooler the agent refuses to start.",
     )
     spool.add_argument("--spool-dir", metavar="DIR", help="directory of the directory spooler")
     spool.add_argument(
@@ -235,16 +244,19 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
         raise ValueError("give printers (--printer) or --spooler, not both")
     if args.default_printer and args.default_printer not in {p.name for p in args.printers}:
         raise ValueError(f"--default-printer {args.default_printer!r} is not a --printer")
+    devices = devices_from(
+        tokens=args.tokens,
+        tokens_file=args.tokens_file,
+        name=args.name,
+        count=args.devices,
+        state_dir=args.state_dir,
+    )
+    if not args.printers and not args.spooler:
+        raise ValueError(NO_PRINTER)
     return AgentConfig(
         urls=urls,
-        devices=devices_from(
-            tokens=args.tokens,
-            tokens_file=args.tokens_file,
-            name=args.name,
-            count=args.devices,
-            state_dir=args.state_dir,
-        ),
-        spooler=args.spooler or ("printers" if args.printers else "null"),
+        devices=devices,
+        spooler=args.spooler or "printers",
         spool_dir=args.spool_dir,
         cups_queue=args.cups_queue,
         cups_server=args.cups_server,

@@ -98,6 +98,29 @@ def close_code(exc: ConnectionClosed) -> int | None:
     return exc.rcvd.code if exc.rcvd is not None else None
 
 
+def handshake_hint(status: int | None) -> str | None:
+    """What a refused upgrade probably means, for the person reading the agent's log."""
+    if status == 404:
+        return (
+            "nothing serves the device socket at this URL: --url must be where the server mounts "
+            "qprint.urls (e.g. http://host:8000/qprint/; the socket is ws/device/ under it), and "
+            "the server must speak WebSockets: Daphne or another ASGI server running the project's "
+            "asgi.py with qprint.routing, not Django's runserver without 'daphne' in INSTALLED_APPS"
+        )
+    if status == 500:
+        return (
+            "the server failed the upgrade: its log says why (socket_refused: draining or its "
+            "database did not answer; socket_no_route: --url is not where qprint.urls is mounted)"
+        )
+    if status is not None and status not in (401, 403, 429, 503):
+        return (
+            f"the server answered the upgrade with HTTP {status}: is --url a qprint server, "
+            "served by an ASGI server with WebSockets (Daphne), behind a proxy that passes "
+            "the Upgrade header?"
+        )
+    return None
+
+
 def handshake_status(exc: BaseException) -> int | None:
     return exc.response.status_code if isinstance(exc, InvalidStatus) else None
 

@@ -28,6 +28,7 @@ from qprint.agent.connection import (
     classify_close,
     classify_handshake_failure,
     close_code,
+    handshake_hint,
     handshake_status,
     open_socket,
     reconnect_jitter,
@@ -107,6 +108,7 @@ class DeviceAgent:
         self.hello: p.Hello | None = None
         self.exit_reason = STOPPED
         self._ws = None
+        self._hinted: set[int | None] = set()  # statuses whose hint was logged
         self._background: set[asyncio.Task] = set()
         self._retry_handle: asyncio.TimerHandle | None = None
         self._reconcile: tuple[tuple[str, str, str], ...] | None = None
@@ -185,6 +187,16 @@ class DeviceAgent:
                         status,
                     )
                     return
+                hint = handshake_hint(status)
+                if hint and status not in self._hinted:  # once per status: the retries go on
+                    self._hinted.add(status)
+                    logger.warning(
+                        "connect_refused device=%s url=%s status=%s: %s",
+                        self.name,
+                        endpoints.socket,
+                        status,
+                        hint,
+                    )
                 logger.info(
                     "connect_failed device=%s url=%s status=%s error=%s",
                     self.name,

@@ -138,7 +138,7 @@ def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
     outbox.announce_job(
         job_id, device.tenant, JobStatus.CLAIMED, subscribed=device.announced, waited=waited
     )
-    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device.pk, claim_id, node)
+    logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device, claim_id, node)
 
 
 def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
@@ -285,6 +285,7 @@ def _build_lock() -> QuerySet:
         .only(
             "id",
             "tenant",
+            "name",  # the logs name the device tenant/name
             "enabled",
             "paused",
             "control_revision",

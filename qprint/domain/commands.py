@@ -66,12 +66,12 @@ def send_command(
     payload = inputs.json_object("payload", payload, qprint_settings.MAX_DETAIL_BYTES)
     device_id = _device_id(device)
     with transaction.atomic():
-        target = Device.objects.filter(pk=device_id).only("id", "tenant").first()
+        target = Device.objects.filter(pk=device_id).only("id", "tenant", "name").first()
         if target is None:
             raise NotFound("unknown_device", "No such device.")
         command = DeviceCommand.objects.create(device=target, type=type.strip(), payload=payload)
         wake_after_commit(target.tenant, target.pk, "command")
-    logger.info("command_queued command=%s device=%s type=%s", command.pk, device_id, command.type)
+    logger.info("command_queued command=%s device=%s type=%s", command.pk, target, command.type)
     return command
 
 

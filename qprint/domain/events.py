@@ -166,6 +166,7 @@ def _build_job_lock():
             device_token_hash=F("device__token_hash"),
             device_enabled=F("device__enabled"),
             waited=ExpressionWrapper(Q(waited_until__gt=Now()), output_field=BooleanField()),
+            device_name=F("device__name"),
         )[:1]
     )
 
@@ -331,10 +332,20 @@ def _move(job: PrintJob, target: str, *, reason: str = "", wake: bool = True) ->
     _moved(job, current, target, wake=wake)
 
 
+def _device_label(job: PrintJob) -> str:
+    """``tenant/name`` of the job's device, for the logs (read only when the lock did not)."""
+    name = getattr(job, "device_name", None)
+    if name is None:
+        name = Device.objects.filter(pk=job.device_id).values_list("name", flat=True).first()
+    return f"{job.tenant}/{name}"
+
+
 def _moved(job: PrintJob, current: str, target: str, *, wake: bool = True) -> None:
     """What follows a move once it commits: the device is woken (unless its socket claims the
     next job itself: ``wake=False``), the application told."""
-    logger.info("job_status job=%s device=%s from=%s to=%s", job.pk, job.device_id, current, target)
+    logger.info(
+        "job_status job=%s device=%s from=%s to=%s", job.pk, _device_label(job), current, target
+    )
     # A job locked by record_device_event knows whether its tenant has webhooks (``announced``).
     outbox.announce_job(
         job.pk,

@@ -1,7 +1,8 @@
 """The submission: how a job comes to be (a new job, or the reprint of one), with its document.
 
 A job is inserted QUEUED with its document in one transaction, its first server event recorded,
-and the device woken after the commit (:func:`qprint.domain.wakeups.wake_after_commit`). An
+its ``job.queued`` webhook written to the outbox in the same transaction, and the device woken
+after the commit (:func:`qprint.domain.wakeups.wake_after_commit`). An
 ``idempotency_key`` already used for the same request replays the job it made; for a different
 request it is refused (``idempotency_conflict``). Refusals raise :mod:`qprint.core.errors`
 exceptions with the error codes of docs/API.md.
@@ -38,6 +39,7 @@ from qprint.documents import media, storage
 from qprint.domain import cloudprnt, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob
+from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -141,9 +143,11 @@ def submit_job(
             if existing is None:
                 raise RuntimeError(f"idempotency key {idempotency_key!r} taken but not found")
             return existing, False
+        # job.queued, written to the outbox in the submission's own transaction.
+        outbox.announce_job(job.pk, tenant, JobStatus.QUEUED, subscribed=target.announced)
         wake_after_commit(tenant, target.pk, "job_queued")
     logger.info(
-        "job_queued job=%s tenant=%s device=%s size=%s priority=%s",
+        "job_queued job=%s device=%s/%s size=%s priority=%s",
         job.pk,
         tenant,
         target.name,
@@ -166,6 +170,7 @@ def _build_submission_target(with_printer: bool):
         idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
         printer_name=printer_name,
         printer_capabilities=capabilities,
+        announced=outbox.tenant_subscribed(Param("tenant", CharField())),
     )[:1]
 
 
@@ -425,6 +430,7 @@ def reprint_job(
         events.record_server_event(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}
         )
+        outbox.announce_job(reprint.pk, device.tenant, JobStatus.QUEUED)
         wake_after_commit(device.tenant, device.pk, "job_queued")
     logger.info("job_reprinted job=%s reprint=%s force=%s", original.pk, reprint.pk, force)
     return reprint

@@ -28,7 +28,7 @@ from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 from django.urls import reverse
 
-from qprint.core import cluster, inputs, wire
+from qprint.core import cluster, database, inputs, wire
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid, QPrintError
 from qprint.domain import (
@@ -81,6 +81,7 @@ class DeviceConsumer(AsyncConsumer):
         self.base_send = send
         self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.device_id: int = 0
+        self.label = "-"  # tenant/name in the logs, once the token names the device
         self.connection_id = uuid.uuid4()
         self.heartbeat = float(qprint_settings.HEARTBEAT_SECONDS)
         self.node = cluster.node_id()
@@ -134,6 +135,7 @@ class DeviceConsumer(AsyncConsumer):
             if refusal is None and device is None:
                 await socket_db.run(throttle.record_failure, source, token, "device_socket")
         except Exception as exc:
+            await socket_db.run(database.log_cause, exc)  # what the pool's timeout hides
             await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
         if refusal is not None:
             await self._refuse(429, refusal.code, refusal.message)
@@ -143,6 +145,7 @@ class DeviceConsumer(AsyncConsumer):
             await self._refuse(403, "disabled", "The device is disabled.")
         self.device_id = device.pk
         self.tenant = device.tenant
+        self.label = f"{device.tenant}/{device.name}"
         try:
             taken = await socket_db.run(
                 connection.take, device.pk, self.connection_id, self.node, self.heartbeat
@@ -171,9 +174,8 @@ class DeviceConsumer(AsyncConsumer):
         self.attached = True
         self._arm_timer(self.session.silence_limit)
         logger.info(
-            "socket_open device=%s tenant=%s connection=%s node=%s",
-            self.device_id,
-            self.tenant,
+            "socket_open device=%s connection=%s node=%s",
+            self.label,
             self.connection_id,
             self.node,
         )
@@ -188,7 +190,14 @@ class DeviceConsumer(AsyncConsumer):
 
     async def _refuse(self, status: int, code: str, text: str) -> None:
         """Refuse the upgrade. 5xx never becomes 403: agents take 403 as "ask a person"."""
-        logger.info("socket_refused status=%s code=%s", status, code)
+        client = (self.scope.get("client") or ("unknown",))[0] or "unknown"
+        logger.info(
+            "socket_refused status=%s code=%s client=%s path=%s",
+            status,
+            code,
+            client,
+            self.scope.get("path", ""),
+        )
         if "websocket.http.response" in self.scope.get("extensions", {}):
             body = json.dumps({"error": code, "message": text}).encode()
             await self.send(
@@ -234,10 +243,10 @@ class DeviceConsumer(AsyncConsumer):
         except connection.Replaced:
             raise
         except Exception as exc:  # not recorded: the device reconnects and reports again
-            logger.warning("socket_state_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_state_failed device=%s error=%r", self.label, exc)
             await self._close(Close(wire.CLOSE_SERVER_ERROR, "database_error"))
         if first:
-            logger.info("socket_ready device=%s connection=%s", self.device_id, self.connection_id)
+            logger.info("socket_ready device=%s connection=%s", self.label, self.connection_id)
         await self._carry_out(self.session.marked_ready(state, event))
 
     async def on_ping(self, event: Ping) -> None:
@@ -249,7 +258,7 @@ class DeviceConsumer(AsyncConsumer):
         except connection.Replaced:
             raise
         except Exception as exc:  # the lease runs on; the next ping tries again
-            logger.warning("socket_ping_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_ping_failed device=%s error=%r", self.label, exc)
             return
         instruments.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
@@ -277,7 +286,7 @@ class DeviceConsumer(AsyncConsumer):
             status, error = exc.status, exc.code
             out = self.session.refused(request, exc.status, exc.code, exc.message)
         except DatabaseError as exc:
-            logger.warning("socket_operation_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_operation_failed device=%s error=%r", self.label, exc)
             status, error = device_operations.UNAVAILABLE[:2]
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
@@ -336,10 +345,10 @@ class DeviceConsumer(AsyncConsumer):
     async def _send_pushed(self, pushed: Any) -> bool:
         """Send what :meth:`_claim_for_push` got; True when an assignment went out."""
         if isinstance(pushed, QPrintError):
-            logger.debug("push_refused device=%s error=%s", self.device_id, pushed.code)
+            logger.debug("push_refused device=%s error=%s", self.label, pushed.code)
             return False
         if isinstance(pushed, DatabaseError):
-            logger.warning("push_failed device=%s error=%r", self.device_id, pushed)
+            logger.warning("push_failed device=%s error=%r", self.label, pushed)
             return False
         if pushed is None:
             return False
@@ -391,7 +400,7 @@ class DeviceConsumer(AsyncConsumer):
             await self._close(self.session.row_taken())
             return
         except Exception as exc:  # the heartbeat will try again
-            logger.warning("socket_reconcile_failed device=%s error=%r", self.device_id, exc)
+            logger.warning("socket_reconcile_failed device=%s error=%r", self.label, exc)
             return None
         return await self._carry_out(plan, pushed)
 
@@ -450,7 +459,7 @@ class DeviceConsumer(AsyncConsumer):
             return
         logger.info(
             "socket_close device=%s connection=%s code=%s reason=%s",
-            self.device_id,
+            self.label,
             self.connection_id,
             close.code,
             close.reason,
@@ -466,7 +475,7 @@ class DeviceConsumer(AsyncConsumer):
         if self.accepted and not self.closing:
             logger.info(
                 "socket_closed_by_peer device=%s connection=%s code=%s",
-                self.device_id,
+                self.label,
                 self.connection_id,
                 message.get("code"),
             )
@@ -489,7 +498,7 @@ class DeviceConsumer(AsyncConsumer):
             except Exception as exc:  # the lease expires on its own
                 logger.warning(
                     "socket_clear_failed device=%s connection=%s error=%r",
-                    self.device_id,
+                    self.label,
                     self.connection_id,
                     exc,
                 )

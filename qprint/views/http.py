@@ -20,7 +20,7 @@ from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint.core import executor, inputs
+from qprint.core import database, executor, inputs
 from qprint.core.errors import Disabled, QPrintError, RateLimited
 from qprint.domain import credentials
 
@@ -110,6 +110,7 @@ def _serve(
         # Not the client's fault and not final: agents and applications retry a 503.
         # Never a 401/403 here, which would tell an agent to stop and ask a person.
         logger.error("api_database_unavailable path=%s error=%s", request.path, exc, exc_info=True)
+        database.log_cause(exc)  # a pool timeout hides the database's own error: name it
         return error_response(
             "unavailable",
             503,

@@ -1,6 +1,7 @@
 """``GET api/v1/jobs/<id>?wait=SECONDS&status=S``: answer when the job's status differs from ``S``
 (default: its status when the request arrived) or after ``SECONDS`` (at most 30), whichever is
-first. The answer is the job with its events, as without ``wait``.
+first. The answer is the job with its events, as without ``wait``. A job already in a final state
+never moves again: it is answered at once.
 
 An async view, so a waiting request holds neither a thread nor a database connection: each
 database read runs on a shared executor thread and gives its connection back at once. The wait
@@ -29,7 +30,7 @@ from django.views.decorators.csrf import csrf_exempt
 from qprint.core import executor
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import QPrintError
-from qprint.core.states import JobStatus
+from qprint.core.states import JobStatus, is_final
 from qprint.domain import jobs
 from qprint.models import ApplicationKey
 from qprint.models.serializers import job_with_events
@@ -66,6 +67,8 @@ def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpRespon
     if status is not None and status not in JobStatus.values:
         raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
     job = jobs.get_job(key.tenant, job_id)
+    if is_final(job.status):  # nothing left to wait for
+        return json_response(job_with_events(job, jobs.events_of(job)))
     jobs.watch(job.pk, seconds)  # its moves now send their notice; then it is read again
     return Waiting(key.tenant, job.pk, status or job.status, seconds)
 

@@ -11,6 +11,7 @@
 
 #: Event types an endpoint may ask for (absent: all of them).
 JOB_EVENT_TYPES = (
+    "job.queued",
     "job.claimed",
     "job.received",
     "job.spooled",
@@ -31,6 +32,7 @@ TEST_EVENT = "webhook.test"
 
 
 def job_event_type(status: str) -> str | None:
-    """``job.printed`` for PRINTED; None for a status no event announces (QUEUED)."""
+    """``job.printed`` for PRINTED, ``job.queued`` for QUEUED; None for a status no event
+    announces."""
     name = f"job.{status.lower()}"
     return name if name in JOB_EVENT_TYPES else None

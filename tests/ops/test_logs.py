@@ -123,3 +123,5 @@ def test_a_job_printed_logs_one_line_per_state_change(transactional_db, caplog):
         "job_status",
     ]
     assert "from=CLAIMED to=RECEIVED" in lines[2] and "from=RECEIVED to=PRINTED" in lines[3]
+    # The device by the name people know it by, as the agent's logs name it.
+    assert all(" device=acme/desk-logs " in line for line in lines), lines

@@ -27,8 +27,12 @@ def nodes(db):
     make_node("worker-1", roles="web,worker")
 
 
-def run_action(client, action: str, *node_ids: str):
-    return client.post(NODES, {"action": action, "_selected_action": list(node_ids)}, follow=True)
+def run_action(client, action: str, *node_ids: str, confirmed: bool = True):
+    """The list action on ``node_ids`` (a drain confirmed on its page, as the operator would)."""
+    data = {"action": action, "_selected_action": list(node_ids)}
+    if confirmed:
+        data["confirmed"] = "yes"
+    return client.post(NODES, data, follow=True)
 
 
 def test_staff_without_permissions_sees_nothing_of_the_cluster(client, django_user_model, nodes):
@@ -81,6 +85,23 @@ def test_drain_action_records_who_asked(client, django_user_model, nodes):
     row = ClusterNode.objects.get(node_id="web-1")
     assert (row.drain_requested, row.drain_requested_by) == (True, "oncall")
     assert LogEntry.objects.filter(object_id="web-1", change_message="Drain requested").exists()
+
+
+def test_drain_asks_first_and_warns_when_it_drains_the_last_up_node(admin_client, nodes):
+    # web-1 and worker-1 are UP: draining web-1 leaves worker-1.
+    page = run_action(admin_client, "drain_nodes", "web-1", confirmed=False).content.decode()
+    assert 'id="qcluster-drain-confirmation"' in page and 'data-node="web-1"' in page
+    assert "1 node stays UP: worker-1." in page and "qcluster-drain-last" not in page
+    assert ClusterNode.objects.get(node_id="web-1").drain_requested is False  # only asked
+    # Both UP nodes at once: nothing would serve.
+    page = run_action(admin_client, "drain_nodes", "web-1", "worker-1", confirmed=False)
+    assert 'id="qcluster-drain-last"' in page.content.decode()
+    assert not ClusterNode.objects.filter(drain_requested=True).exists()
+    # Confirmed: drained, and the list shows it before the node's runtime takes it up.
+    done = run_action(admin_client, "drain_nodes", "web-1", "worker-1")
+    assert b"Drain requested for 2 nodes." in done.content
+    listing = admin_client.get(NODES).content.decode()
+    assert listing.count('class="drain-requested"') == 2
 
 
 def test_cancel_drain_action_returns_a_draining_node_to_up(admin_client, nodes):

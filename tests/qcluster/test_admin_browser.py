@@ -14,6 +14,7 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher, make_password
 from qcluster import leases
 from qcluster.models import ClusterAlert, ClusterLease, ClusterNode
 from tests.browser import (
+    assert_fits,
     browser_fixture,
     live_admin_site,
     log_in,
@@ -47,6 +48,26 @@ def cell(role: str, status: str) -> str:
 
 def status(node_id: str) -> str | None:
     return ClusterNode.objects.filter(node_id=node_id).values_list("status", flat=True).first()
+
+
+def confirm_drain(page) -> None:
+    page.click("#qcluster-drain-confirm")
+    page.wait_for_load_state()
+
+
+def test_draining_the_last_up_node_warns_first(browser, cluster, operator):
+    base, _ = cluster
+    page = new_page(browser, base)
+    log_in(page, base, "oncall", PASSWORD)
+    page.set_viewport_size({"width": 1400, "height": 900})
+    nodes = f"{base}/admin/qcluster/clusternode/"
+    page.goto(nodes)
+    assert_fits(page)
+    run_list_action(page, "drain_nodes", "web-1")
+    assert page.locator("#qcluster-drain-last").is_visible()  # web-1 is the only UP node
+    page.click("text=No, take me back")
+    page.wait_for_url(nodes)
+    assert not ClusterNode.objects.get(node_id="web-1").drain_requested
 
 
 @pytest.fixture
@@ -130,6 +151,10 @@ def test_operator_drains_a_node_cancels_a_drain_hands_a_lease_over_and_acks_an_a
     nodes = f"{base}/admin/qcluster/clusternode/"
     page.goto(nodes)
     run_list_action(page, "drain_nodes", "worker-1")
+    # Asked first; web-1 and worker-2 stay UP, so no warning of a last node.
+    assert "2 nodes stay UP: web-1, worker-2." in page.inner_text("#qcluster-drain-confirmation")
+    assert page.locator("#qcluster-drain-last").count() == 0
+    confirm_drain(page)
     assert "Drain requested for 1 node." in messages_on(page)
 
     def row_text(node_id: str) -> str:
@@ -146,6 +171,7 @@ def test_operator_drains_a_node_cancels_a_drain_hands_a_lease_over_and_acks_an_a
 
     # Cancel drain: back to UP before the grace ends; the runtime carries on.
     run_list_action(page, "drain_nodes", "worker-2")
+    confirm_drain(page)
     reload_until(page, lambda: "DRAINING" in row_text("worker-2"), 15, "worker-2 DRAINING")
     run_list_action(page, "cancel_drain", "worker-2")
     assert "Drain cancelled for 1 node." in messages_on(page)

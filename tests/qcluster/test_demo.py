@@ -1,6 +1,7 @@
 """``./dev demo`` as a smoke test: migrate, start a node, health UP, clean stop."""
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,3 +42,23 @@ def test_demo_starts_a_healthy_node_and_stops_it_cleanly():
     assert "Printed job " in result.stdout  # the demo agent printed the demo job
     assert "node_stopped node=demo-node" in output
     assert "Node stopped." in result.stdout
+    # The next steps, with the key and a device token made for them.
+    key = re.search(r"Application key \(tenant demo\): (\S+)", result.stdout)[1]
+    assert f'curl -s -H "Authorization: Bearer {key}" -F device=demo-printer' in result.stdout
+    assert re.search(
+        r"QPRINT_AGENT_TOKEN=\S{20,} \S*python\S* -m qprint.agent --url", result.stdout
+    )
+    assert "--name my-printer --printer mine=dir:var/demo/mine" in result.stdout
+
+
+def test_demo_help_explains_its_options():
+    result = subprocess.run(
+        [sys.executable, "-m", "example_project.demo", "--help"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "usage: ./dev demo" in result.stdout
+    assert "the port of the demo node" in result.stdout and "--check" in result.stdout

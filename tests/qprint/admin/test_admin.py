@@ -316,3 +316,62 @@ def test_the_job_list_filters_jobs_the_device_has_held_longer_than_the_setting(
         "old-spooled",
     ]
     assert b"longer than 10.0 min" in page.content
+
+
+# -- for operators: what a list and a page say at a glance ---------------------------------
+
+
+def test_the_job_list_shows_why_a_job_failed_and_its_times_to_the_second(admin_client):
+    device = connect(make_device().device)
+    job, _ = api.submit_job("acme", device, b"%PDF-1.4", "application/pdf", title="Contract")
+    claim = api.claim_next_job(device.pk)
+    api.record_device_event(
+        device,
+        job.pk,
+        {
+            "event_id": "8a1d5a3e-5d7e-4a53-9c62-4f1f7b2c7c11",
+            "type": "FAILED",
+            "claim_id": str(claim.claim_id),
+            "occurred_at": "2026-01-01T00:00:00Z",
+            "message": "media-jam: paper jam in tray 2",
+        },
+    )
+    page = admin_client.get(JOBS).content.decode()
+    assert "media-jam: paper jam in tray 2" in page
+    created = PrintJob.objects.get(pk=job.pk).created_at
+    assert created.strftime("%Y-%m-%d %H:%M:%S") in page  # the example project's zone is UTC
+
+
+def test_devices_filter_by_online_and_offline(admin_client):
+    connect(make_device(name="front-desk").device)
+    make_device(name="warehouse")
+    online = admin_client.get(DEVICES, {"online": "yes"}).content.decode()
+    offline = admin_client.get(DEVICES, {"online": "no"}).content.decode()
+    assert "front-desk" in online and "warehouse" not in online
+    assert "warehouse" in offline and "front-desk" not in offline
+
+
+def test_a_device_page_has_no_raw_duplicate_of_its_console_and_no_add_another(admin_client):
+    device = connect(make_device().device)
+    page = admin_client.get(reverse("admin:qprint_device_change", args=[device.pk]))
+    html = page.content.decode()
+    fieldsets = page.context["adminform"].fieldsets
+    raw = dict(fieldsets)["Stored values"]
+    assert "collapse" in raw["classes"]
+    for shown_by_the_console in ("paused", "enabled", "connection_node", "last_seen_at"):
+        assert shown_by_the_console not in raw["fields"]
+    assert 'name="_addanother"' not in html and 'name="_continue"' in html
+    assert 'id="qprint-enabled"' in html
+    listing = admin_client.get(DEVICES).content.decode()
+    assert "icon-no" not in listing.split('class="field-pause"')[1][:200]  # "no", not a red icon
+    add = admin_client.get(reverse("admin:qprint_device_add")).content.decode()
+    assert 'name="_addanother"' not in add
+
+
+def test_a_job_page_keeps_the_stored_values_collapsed_and_without_the_console_s(admin_client):
+    device = make_device().device
+    job, _ = api.submit_job("acme", device, b"%PDF-1.4", "application/pdf")
+    page = admin_client.get(reverse("admin:qprint_printjob_change", args=[job.pk]))
+    ((title, raw),) = page.context["adminform"].fieldsets
+    assert title == "Stored values" and "collapse" in raw["classes"]
+    assert not {"status", "status_reason", "device", "claim_id", "attempts"} & set(raw["fields"])

@@ -17,6 +17,8 @@ from qprint import api, documents
 from qprint.domain import credentials
 from qprint.models import Device, DevicePrinter, PrintJob
 from tests.browser import (
+    OPERATOR_WIDTH,
+    assert_fits,
     browser_fixture,
     live_admin_site,
     messages_on,
@@ -255,3 +257,50 @@ def test_print_overview_refreshes_and_staff_without_permissions_see_nothing(
     overview = other.request.get(f"{base}/admin/qprint/printjob/overview/")
     assert overview.status == 403
     assert other.request.get(f"{base}/admin/qcluster/clusternode/widget/").status == 403
+
+
+def test_an_operator_s_pages_fit_1400_px_and_say_plainly_what_is_wrong(browser, site, superuser):
+    """At 1400 px nothing is cut off; a failed job's reason is on the list; devices filter by
+    online/offline; a device's page has its stored values collapsed, no red "no" for a device
+    that is not paused and no "Save and add another"; times to the second."""
+    base = site
+    online = connect(make_device(name="front-desk").device, node="node-a")
+    make_device(name="warehouse-with-a-long-name-for-the-list")
+    api.submit_job(
+        "acme", online, b"%PDF-1.4", "application/pdf", title="A contract with a long title" * 3
+    )
+    failed = PrintJob.objects.get(pk=api.claim_next_job(online.pk, node="node-a").job_id)
+    api.record_device_event(
+        online, failed.pk, event(failed, "FAILED", message="media-jam: paper jam in tray 2")
+    )
+    page = new_page(browser, base, session_for(superuser))
+    page.set_viewport_size({"width": OPERATOR_WIDTH, "height": 900})
+
+    page.goto(base + reverse("admin:qprint_printjob_changelist"))
+    row = page.locator("#result_list tbody tr").first
+    assert "media-jam: paper jam in tray 2" in row.inner_text()
+    assert re.search(r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}", row.inner_text())
+    assert_fits(page)
+
+    devices = base + reverse("admin:qprint_device_changelist")
+    page.goto(devices + "?online=yes")
+    assert "front-desk" in page.inner_text("#result_list")
+    assert "warehouse" not in page.inner_text("#result_list")
+    assert page.locator("#result_list td.field-pause img").count() == 0  # words, not icons
+    page.goto(devices + "?online=no")
+    assert "warehouse" in page.inner_text("#result_list")
+    assert "front-desk" not in page.inner_text("#result_list")
+    assert_fits(page)
+
+    page.goto(base + reverse("admin:qprint_device_change", args=[online.pk]))
+    stored = page.locator("details").filter(has_text="Stored values")
+    assert stored.count() == 1 and stored.get_attribute("open") is None  # collapsed
+    assert not page.locator("#id_agent_info, div.field-agent_info").first.is_visible()
+    assert page.locator('input[name="_addanother"]').count() == 0
+    assert page.locator("img[src*='icon-no']").count() == 0
+    assert_fits(page)
+
+    page.goto(base + reverse("admin:qprint_printjob_change", args=[failed.pk]))
+    assert "media-jam" in page.inner_text("#qprint-status")
+    assert not page.locator("div.field-sha256").first.is_visible()
+    assert_fits(page)

@@ -13,6 +13,7 @@ from qprint.agent.connection import (
     UrlRotation,
     classify_close,
     classify_handshake_failure,
+    handshake_hint,
     reconnect_jitter,
 )
 from qprint.agent.protocol import Endpoints
@@ -100,3 +101,13 @@ def test_url_rotation_moves_to_the_next_node_and_wraps():
     assert urls.current.base == "http://a/qprint/"
     assert urls.advance().base == "http://b/qprint/"
     assert urls.advance().base == "http://a/qprint/"
+
+
+def test_a_refused_upgrade_says_what_is_probably_wrong():
+    not_found = handshake_hint(404)
+    assert "--url must be where the server mounts qprint.urls" in not_found
+    assert "runserver" in not_found and "Daphne" in not_found
+    assert "socket_no_route" in handshake_hint(500) and "draining" in handshake_hint(500)
+    assert "HTTP 400" in handshake_hint(400)
+    # The refusals the protocol explains itself need no guess.
+    assert [handshake_hint(s) for s in (None, 401, 403, 429, 503)] == [None] * 5

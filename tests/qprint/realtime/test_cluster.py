@@ -330,6 +330,23 @@ async def test_node_whose_database_is_unreachable_fails_handshake_with_500_not_4
 ):
     _, real = await devices("desk-nodb")
     assert await upgrade_status(node_without_database.ws, real.token) == 500
+    # One line for the refusal, no traceback; the database's own error, not the pool's timeout.
+    await eventually(
+        lambda: "database_unreachable" in node_without_database.log(), 10, "the cause logged"
+    )
+    log = node_without_database.log()
+    assert "socket_refused status=503 code=unavailable" in log
+    assert "Traceback" not in log and "Exception inside application" not in log
+    assert "database_unreachable alias=default error=connection failed" in log, log
+
+
+async def test_a_socket_url_without_a_route_is_one_log_line_not_a_traceback(nodes, devices):
+    a, _ = nodes
+    _, real = await devices("desk-noroute")
+    assert await upgrade_status(f"ws://127.0.0.1:{a.port}/elsewhere/ws/device/", real.token) == 500
+    await eventually(lambda: "socket_no_route" in a.log(), 10, "the missing route logged")
+    assert "No route found for path 'elsewhere/ws/device/'" in a.log()
+    assert "Exception inside application: No route found" not in a.log()
 
 
 # -- drain ----------------------------------------------------------------------------------------
@@ -361,6 +378,9 @@ async def test_draining_node_hands_devices_to_other_node_with_no_job_lost(
     for _, real in pairs:
         assert await real.wait_closed(15) == 4003
     assert await upgrade_status(c.ws, pairs[0][1].token) == 500
+    await eventually(lambda: "code=draining" in c.log(), 10, "the drain refusal logged")
+    assert "socket_refused status=503 code=draining" in c.log()
+    assert "Exception inside application: draining" not in c.log()  # one line, no traceback
     # The devices come back through the other node; every job is claimed and printed there.
     for device, old in pairs:
         real = RealDevice(old.token)

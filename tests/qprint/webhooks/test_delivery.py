@@ -51,8 +51,8 @@ def test_every_event_of_a_printed_job_arrives_signed_in_the_documented_shape(
     job = print_a_job(device)
     start_sender()
 
-    expected = ["job.claimed", "job.received", "job.spooled", "job.printed"]
-    wait_until(lambda: len(receiver.ok()) >= 4, 20, message="four verified deliveries")
+    expected = ["job.queued", "job.claimed", "job.received", "job.spooled", "job.printed"]
+    wait_until(lambda: len(receiver.ok()) >= 5, 20, message="five verified deliveries")
     got = {r.json["type"]: r for r in receiver.ok()}
     assert sorted(got) == sorted(expected)
     fresh = PrintJob.objects.select_related("device").get(pk=job.pk)
@@ -84,11 +84,11 @@ def test_a_rolled_back_change_announces_nothing(endpoint, receiver, start_sender
         api.cancel_job(job)
         assert WebhookDelivery.objects.filter(type="job.cancelled").count() == 1
         raise Abort
-    assert not WebhookDelivery.objects.exists()
+    assert list(WebhookDelivery.objects.values_list("type", flat=True)) == ["job.queued"]
     api.cancel_job(job)  # the same change committed is announced
     start_sender()
-    wait_until(lambda: receiver.ok(), 20, message="the committed cancel")
-    assert [r.json["type"] for r in receiver.ok()] == ["job.cancelled"]
+    wait_until(lambda: len(receiver.ok()) == 2, 20, message="the submission and the cancel")
+    assert sorted(r.json["type"] for r in receiver.ok()) == ["job.cancelled", "job.queued"]
 
 
 def test_a_receiver_that_is_down_gets_every_event_after_it_comes_back(
@@ -102,16 +102,16 @@ def test_a_receiver_that_is_down_gets_every_event_after_it_comes_back(
     jobs = [print_a_job(device) for _ in range(3)]
     start_sender(poll_seconds=0.2)
     wait_until(
-        lambda: WebhookDelivery.objects.filter(attempts__gte=2).count() == 12,
+        lambda: WebhookDelivery.objects.filter(attempts__gte=2).count() == 15,
         20,
         message="every delivery tried at least twice while the receiver is down",
     )
     assert not WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).exists()
     receiver.start(port)
     wait_until(
-        lambda: WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 12,
+        lambda: WebhookDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 15,
         30,
-        message="all twelve delivered once the receiver is back",
+        message="all fifteen delivered once the receiver is back",
     )
     assert receiver.ids() == set(WebhookDelivery.objects.values_list("event_id", flat=True))
     printed = {
@@ -323,7 +323,37 @@ def test_expiry_and_a_failed_print_are_announced(endpoint):
         for d in WebhookDelivery.objects.filter(endpoint=endpoint)
     }
     assert announced == {
+        ("job.queued", str(stale.pk), "QUEUED"),
         ("job.expired", str(stale.pk), "EXPIRED"),
+        ("job.queued", str(job.pk), "QUEUED"),
         ("job.claimed", str(job.pk), "CLAIMED"),
         ("job.failed", str(job.pk), "FAILED"),
     }
+
+
+def test_a_submission_is_announced_in_its_own_transaction_and_a_reprint_too(endpoint):
+    """``job.queued``: a committed submission has its delivery row, a rolled-back one none."""
+    device = make_device().device
+
+    class Abort(Exception):
+        pass
+
+    with pytest.raises(Abort), transaction.atomic():
+        api.submit_job("acme", device.name, PDF, "application/pdf", title="never")
+        assert WebhookDelivery.objects.filter(type="job.queued").count() == 1
+        raise Abort
+    assert not WebhookDelivery.objects.exists()
+    job, created = api.submit_job("acme", device.name, PDF, "application/pdf", idempotency_key="k")
+    again, created_again = api.submit_job(
+        "acme", device.name, PDF, "application/pdf", idempotency_key="k"
+    )
+    assert created and not created_again and again.pk == job.pk  # a replay announces nothing
+    reprint = api.reprint_job(job)
+    announced = [
+        (d.type, d.payload["data"]["job"]["id"], d.payload["data"]["job"]["status"])
+        for d in WebhookDelivery.objects.filter(endpoint=endpoint).order_by("id")
+    ]
+    assert announced == [
+        ("job.queued", str(job.pk), "QUEUED"),
+        ("job.queued", str(reprint.pk), "QUEUED"),
+    ]

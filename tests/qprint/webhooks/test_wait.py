@@ -133,3 +133,21 @@ def test_a_job_nobody_waits_on_sends_no_notice_and_a_watched_one_does(monkeypatc
     report(device, watched, "RECEIVED", claim.claim_id)
     report(device, watched, "PRINTED", claim.claim_id)
     assert sent == [str(watched.pk)] * 3  # CLAIMED, RECEIVED, PRINTED
+
+
+def test_wait_on_a_job_already_final_answers_at_once():
+    """A final job never moves again: ``?wait=30`` answers it now, not in 30 s."""
+    key = make_key()
+    device, job, claim = spooled_job()
+    report(device, job, "PRINTED", claim.claim_id)
+    answers: list = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(
+            Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "30"}, **key.auth)
+        )
+    )
+    waiter.start()
+    waiter.join(10)  # well inside the 30 s a waiting request would take
+    assert answers, "the wait on a final job was not answered at once"
+    assert answers[0].status_code == 200 and answers[0].json()["status"] == "PRINTED"
+    assert notify.job_key(job.pk) not in notify._callbacks
