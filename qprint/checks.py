@@ -18,6 +18,7 @@
 - ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
 - ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
+- ``qprint.E020``: ``TRUSTED_PROXIES`` is not a list of addresses or networks (CIDR).
 """
 
 import ipaddress
@@ -185,6 +186,7 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             )
         )
     errors.extend(_webhook_errors(user))
+    errors.extend(_proxy_errors(user))
     backend = user.get("DOCUMENT_BACKEND", DEFAULTS["DOCUMENT_BACKEND"])
     try:
         import_string(backend)
@@ -196,6 +198,29 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             )
         )
     return errors
+
+
+def _proxy_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:
+    proxies = user.get("TRUSTED_PROXIES", DEFAULTS["TRUSTED_PROXIES"])
+    problem = None
+    if not isinstance(proxies, list | tuple) or not all(isinstance(p, str) for p in proxies):
+        problem = f"must be a list of addresses or networks, got {proxies!r}"
+    else:
+        for entry in proxies:
+            try:
+                ipaddress.ip_network(entry.strip(), strict=False)
+            except ValueError:
+                problem = f"has {entry!r}, not an address or a network"
+                break
+    if problem is None:
+        return []
+    return [
+        checks.Error(
+            f"QPRINT['TRUSTED_PROXIES'] {problem}.",
+            hint="The proxies in front of the nodes, e.g. ['10.0.0.0/8']; see docs/SECURITY.md.",
+            id="qprint.E020",
+        )
+    ]
 
 
 def _webhook_errors(user: dict[str, Any]) -> list[checks.CheckMessage]:

@@ -56,6 +56,10 @@ DEFAULTS: dict[str, Any] = {
     # credential prefix, in AUTH_FAILURE_WINDOW_SECONDS; above it 429 with Retry-After.
     "AUTH_FAILURE_LIMIT": 20,
     "AUTH_FAILURE_WINDOW_SECONDS": 60,
+    # Addresses or networks (CIDR) of the proxies in front of the nodes (the load balancer, the
+    # ingress): from a peer among them, the client is the rightmost X-Forwarded-For entry that is
+    # not one of them. Empty: the peer is the client, X-Forwarded-For is ignored (docs/SECURITY.md).
+    "TRUSTED_PROXIES": [],
     # Admin: the print overview on the Printing app page refreshes this often.
     "OVERVIEW_REFRESH_SECONDS": 15,
     # Webhooks: allow http:// URLs (https only by default).

@@ -17,7 +17,7 @@ import httpx
 from qprint.agent import journal as j
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi
-from qprint.agent.protocol import Endpoints
+from qprint.agent.protocol import Endpoints, uuid_text
 from qprint.agent.spoolers import (
     AlreadySpooled,
     Outcome,
@@ -125,9 +125,11 @@ class Assignment:
 
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> "Assignment":
+        """The assignment of a claim's answer; ``ProtocolError`` unless its ids are UUIDs (they
+        become file names and URL paths here)."""
         return cls(
-            job_id=str(body["job_id"]),
-            claim_id=str(body["claim_id"]),
+            job_id=uuid_text(body.get("job_id"), "job_id"),
+            claim_id=uuid_text(body.get("claim_id"), "claim_id"),
             title=str(body.get("title") or ""),
             content_type=str(body.get("content_type") or "application/octet-stream"),
             size=int(body["size"]),
@@ -273,7 +275,16 @@ class JobRunner:
     async def _download(
         self, endpoints: Endpoints, a: Assignment
     ) -> tuple[bytes, tuple[str, str] | str | None]:
-        url = endpoints.resolve(a.document_url) if a.document_url else endpoints.document(a.job_id)
+        url = endpoints.document(a.job_id)
+        if a.document_url:
+            try:
+                url = endpoints.resolve(a.document_url)
+            except ValueError:  # never follow it: the document is fetched from our own server
+                logger.warning(
+                    "document_url_refused device=%s job=%s reason=other_origin",
+                    self.device,
+                    a.job_id,
+                )
         try:
             response = await self.http.get(url, timeout=httpx.Timeout(10, read=120))
         except httpx.HTTPError as exc:

@@ -22,6 +22,7 @@ row the last statement returned: the device is never woken for a claim that woul
 
 from __future__ import annotations
 
+import hmac
 import json
 import uuid
 from collections.abc import Iterable
@@ -283,7 +284,7 @@ class DeviceSession:
 
     def plan(self, state: DeviceState, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
-        if not state.enabled or state.token_hash != self.token_hash:
+        if not state.enabled or not hmac.compare_digest(state.token_hash or "", self.token_hash):
             return Plan(close=Close(CLOSE_DISABLED, "disabled_or_revoked"))
         plan = Plan()
         control = (state.control_revision, state.paused)
