@@ -1,8 +1,11 @@
 """What a submission may carry: the accepted content types (a setting) and options the target
 printer can do, judged on the capabilities its agent reported (qprint.domain.formats)."""
 
+import base64
+
 import pytest
 from django.test import override_settings
+from django.urls import reverse
 
 from qprint import api
 from qprint.agent.printers import SocketPrinter
@@ -10,6 +13,7 @@ from qprint.checks import check_qprint_settings
 from qprint.errors import Invalid, UnsupportedContentType
 from qprint.models import PrintJob
 from tests.qprint.domain import PDF, make_device
+from tests.qprint.factories import connect, make_key
 
 LASER = {
     "media": ["iso_a4_210x297mm", "na_letter_8.5x11in"],
@@ -123,3 +127,27 @@ def test_without_reported_capabilities_only_the_shape_of_options_is_checked(db):
     api.submit_job("acme", "kiosk", PDF, "application/pdf", options={"duplex": True, "tray": 2})
     with pytest.raises(Invalid, match="option 'copies'"):
         api.submit_job("acme", "kiosk", PDF, "application/pdf", options={"copies": 0})
+
+
+def test_content_type_parameters_are_dropped_so_none_reaches_the_printer_as_an_option(client, db):
+    """libcups splits ``document-format=application/pdf; copies=500`` into options: the job
+    keeps the base type only, and that is all its device is given."""
+    key, dev = make_key(), make_device()
+    connect(dev.device)
+    answer = client.post(
+        reverse("qprint:jobs"),
+        {
+            "device": dev.device.name,
+            "content_type": "Application/PDF; copies=500; job-hold-until=indefinite",
+            "content_base64": base64.b64encode(PDF).decode(),
+        },
+        content_type="application/json",
+        **key.auth,
+    )
+    assert answer.status_code == 201, answer.content
+    assert answer.json()["content_type"] == "application/pdf"
+    assert PrintJob.objects.get(pk=answer.json()["id"]).content_type == "application/pdf"
+    assignment = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    assert assignment["content_type"] == "application/pdf"
+    document = client.get(assignment["document_url"], **dev.auth)
+    assert document["Content-Type"] == "application/pdf"
