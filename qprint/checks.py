@@ -40,6 +40,7 @@ POSITIVE_INTEGERS = (
     "SOCKET_DB_THREADS",
     "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
+    "MAX_WAITS_PER_KEY",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (

@@ -72,6 +72,9 @@ DEFAULTS: dict[str, Any] = {
     # GET api/v1/jobs/<id>?wait=: the job is re-read this often besides the change notices (what
     # a lost notice can cost, e.g. without Redis across nodes).
     "JOB_WAIT_RECHECK_SECONDS": 2,
+    # GET api/v1/jobs/<id>?wait=: waits one application key may hold at once on one node (429
+    # too_many_waits above; docs/SECURITY.md).
+    "MAX_WAITS_PER_KEY": 50,
     # Content types a submission may have (415 otherwise); parameters are ignored. docs/API.md.
     "ACCEPTED_CONTENT_TYPES": (
         "application/pdf",

@@ -30,7 +30,7 @@ from django.db import DatabaseError, DataError
 from qprint import cluster, device_operations, metrics
 from qprint.conf import qprint_settings
 from qprint.domain import commands, connection, credentials, devices, throttle
-from qprint.errors import Invalid, QPrintError
+from qprint.errors import Disabled, Invalid, QPrintError, Unauthorized
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
     CLOSE_SERVER_ERROR,
@@ -232,8 +232,13 @@ class DeviceConsumer(AsyncConsumer):
     async def frame_printers(self, frame: dict[str, Any]) -> None:
         try:
             await socket_db.run(
-                devices.replace_printers, self.device_id, self.session.printers(frame)
+                devices.replace_printers,
+                self.device_id,
+                self.session.printers(frame),
+                token_hash=self.session.token_hash,  # as the HTTP API would answer it now
             )
+        except (Unauthorized, Disabled):
+            await self._close(self.session.revoked())
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
         except DataError as exc:  # the database refused a value the device sent

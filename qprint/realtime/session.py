@@ -285,7 +285,7 @@ class DeviceSession:
     def plan(self, state: DeviceState, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
         if not state.enabled or not hmac.compare_digest(state.token_hash or "", self.token_hash):
-            return Plan(close=Close(CLOSE_DISABLED, "disabled_or_revoked"))
+            return Plan(close=self.revoked())
         plan = Plan()
         control = (state.control_revision, state.paused)
         if control != self.sent_control and state.control_revision >= self.sent_control[0]:
@@ -338,6 +338,12 @@ class DeviceSession:
     def row_taken() -> Close:
         """A guarded statement matched no row: another connection holds the device."""
         return Close(CLOSE_REPLACED, "replaced", clear_row=False)
+
+    @staticmethod
+    def revoked() -> Close:
+        """The device was disabled or its token rotated (the row says so, or a statement
+        refused the socket's token): close 4001, the device stops and asks a person."""
+        return Close(CLOSE_DISABLED, "disabled_or_revoked")
 
     @staticmethod
     def draining() -> Close:

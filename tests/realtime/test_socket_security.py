@@ -89,3 +89,30 @@ async def test_revoking_the_token_closes_the_live_socket_4001(device_and_token, 
     await adb(api.rotate_device_token, device)
     assert await s.receive_close() == 4001
     assert (await upgrade_status(sockets, token, "127.0.0.12"))[0] == 401
+
+
+@pytest.mark.parametrize("change", ["token_rotated", "disabled"])
+async def test_a_printers_frame_after_the_credential_changed_is_refused_4001(
+    device_and_token, sockets, change
+):
+    """Before any notice reaches the socket (written here without one), its next ``printers``
+    frame is answered as the HTTP API would answer it now: nothing replaced, close 4001."""
+    from qprint.domain import credentials
+    from qprint.models import Device, DevicePrinter
+
+    device, token = device_and_token
+    await adb(api.replace_printers, device, [{"name": "laser"}])
+    s = sockets(token)
+    await s.hello_and_ready()
+    values = (
+        {"token_hash": credentials.hash_secret(credentials.new_secret())}
+        if change == "token_rotated"
+        else {"enabled": False}
+    )
+    await adb(lambda: Device.objects.filter(pk=device.pk).update(**values))
+    await s.send({"type": "printers", "printers": [{"name": "stolen"}]})
+    assert await s.receive_close() == 4001
+    names = await adb(
+        lambda: list(DevicePrinter.objects.filter(device=device).values_list("name", flat=True))
+    )
+    assert names == ["laser"]

@@ -111,3 +111,34 @@ def test_waiting_on_another_tenants_job_is_404():
     assert answer.status_code == 404
     unauthenticated = Client().get(reverse("qprint:job-detail", args=[job.pk]), {"wait": "5"})
     assert unauthenticated.status_code == 401
+
+
+def test_one_key_holds_at_most_its_limit_of_waits_on_a_node(settings):
+    limit = 2
+    settings.QPRINT = {"MAX_WAITS_PER_KEY": limit}
+    key, other = make_key(), make_key(name="other")
+    device, job, claim = spooled_job()
+    url = reverse("qprint:job-detail", args=[job.pk])
+    answers: list = []
+    waiters = [
+        threading.Thread(
+            target=lambda: answers.append(Client().get(url, {"wait": "30"}, **key.auth))
+        )
+        for _ in range(limit)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    wait_until(
+        lambda: len(notify._callbacks.get(notify.job_key(job.pk), ())) == limit,
+        10,
+        message="the key's waits in flight",
+    )
+    refused = Client().get(url, {"wait": "30"}, **key.auth)
+    assert refused.status_code == 429 and refused.json()["error"] == "too_many_waits"
+    assert refused["Retry-After"] == "1"
+    assert Client().get(url, {"wait": "0"}, **other.auth).status_code == 200  # another key's
+    report(device, job, "PRINTED", claim.claim_id)
+    for waiter in waiters:
+        waiter.join(35)
+    assert [a.json()["status"] for a in answers] == ["PRINTED"] * limit
+    assert Client().get(url, {"wait": "0"}, **key.auth).status_code == 200  # released
