@@ -84,3 +84,17 @@ def test_qprint_without_qcluster_starts_and_check_names_what_is_missing(settings
 )
 def test_webhook_settings_are_checked(settings, expected):
     assert ids(**settings) == expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"TRUSTED_PROXIES": ["10.0.0.0/8", "192.0.2.1", "2001:db8::/32"]}, []),
+        ({"TRUSTED_PROXIES": "10.0.0.0/8"}, ["qprint.E020"]),
+        ({"TRUSTED_PROXIES": ["ingress.local"]}, ["qprint.E020"]),
+        ({"TRUSTED_PROXIES": ["10.0.0.0/33"]}, ["qprint.E020"]),
+        ({"MAX_WAITS_PER_KEY": 0}, ["qprint.E003"]),
+    ],
+)
+def test_the_trusted_proxies_and_the_wait_cap_are_checked(settings, expected):
+    assert ids(**settings) == expected
