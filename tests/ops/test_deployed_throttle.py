@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import httpx
 import pytest
-import websockets
 import yaml
 from channels.db import database_sync_to_async
 
 from qprint import api
 from tests.processes import REPO_ROOT, ManagedProcess, free_port, port_open, python, wait_until
-from tests.realtime.cluster import nodes_done_with_sockets
+from tests.realtime.cluster import nodes_done_with_sockets, upgrade_status
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -63,18 +62,8 @@ def through_proxy(token: str, client_wrote: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}", "X-Forwarded-For": f"{client_wrote}, {SHOP}"}
 
 
-async def upgrade(host: str, headers: dict[str, str]) -> int:
-    try:
-        ws = await websockets.connect(
-            f"ws://{host}/qprint/ws/device/",
-            subprotocols=["qprint.v1"],
-            additional_headers=headers,
-            open_timeout=10,
-        )
-    except websockets.InvalidStatus as exc:
-        return exc.response.status_code
-    await ws.close()
-    return 101
+def socket_of(host: str) -> str:
+    return f"ws://{host}/qprint/ws/device/"
 
 
 async def test_a_fresh_forwarded_address_per_guess_is_throttled_and_the_shop_still_gets_in(
@@ -98,7 +87,9 @@ async def test_a_fresh_forwarded_address_per_guess_is_throttled_and_the_shop_sti
         assert claim.status_code == 409, claim.text  # not connected: authenticated, then gated
     # The socket upgrade: a throttled guess is refused as a wrong token (403 under Daphne), never
     # 500 (an agent would retry it); the shop's device connects.
-    assert await upgrade(host, through_proxy("guess-socket-xxxxxxxx", "198.51.100.200")) == 403
+    guess = through_proxy("guess-socket-xxxxxxxx", "198.51.100.200")
+    assert await upgrade_status(socket_of(host), None, headers=guess) == 403
     assert "socket_refused status=429" in node.log()
-    assert await upgrade(host, through_proxy(token, "198.51.100.201")) == 101
+    mine = through_proxy(token, "198.51.100.201")
+    assert await upgrade_status(socket_of(host), None, headers=mine) == 101
     await nodes_done_with_sockets()

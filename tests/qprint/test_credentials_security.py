@@ -260,3 +260,43 @@ def test_a_working_credential_pays_no_statement_for_the_throttle(client):
         with CaptureQueriesContext(connection) as queries:
             assert call().status_code in (200, 204)
         assert not [q["sql"] for q in queries if "qprint_auth_failure" in q["sql"]]
+
+
+@pytest.mark.parametrize(
+    ("header", "secret"),
+    [
+        ("Bearer abc", "abc"),
+        ("  bearer   abc  ", "abc"),
+        ("BEARER abc", "abc"),
+        ("Basic abc", ""),
+        ("Bearer", ""),
+        ("Bearer ", ""),
+        ("", ""),
+        (None, ""),
+    ],
+)
+def test_one_parser_reads_the_bearer_secret_for_http_and_the_socket(header, secret):
+    assert credentials.bearer_secret(header) == secret
+
+
+@pytest.mark.parametrize(
+    ("peer", "forwarded_for", "client"),
+    [
+        ("10.0.0.5", None, "10.0.0.5"),
+        ("198.51.100.1", "203.0.113.7", "198.51.100.1"),  # not a proxy of ours: header ignored
+        ("10.0.0.5", "203.0.113.7", "203.0.113.7"),
+        ("10.0.0.5", "1.1.1.1, 203.0.113.7", "203.0.113.7"),  # the left is the client's text
+        ("10.0.0.5", "1.1.1.1, 203.0.113.7, 10.0.0.9", "203.0.113.7"),  # two proxies
+        ("10.0.0.5", "garbage, 10.0.0.9", "garbage"),  # text is never a proxy
+        ("10.0.0.5", "10.0.0.7, 10.0.0.9", "10.0.0.7"),  # every hop a proxy: the first
+        ("2001:db8::5", "2001:db8:1::1", "2001:db8:1::1"),
+        ("", None, "unknown"),
+    ],
+)
+def test_the_client_address_is_the_rightmost_that_is_not_a_trusted_proxy(
+    peer, forwarded_for, client
+):
+    from qprint.domain import throttle
+
+    with override_settings(QPRINT={"TRUSTED_PROXIES": ["10.0.0.0/24", "2001:db8::/64"]}):
+        assert throttle.client_address(peer, forwarded_for) == client

@@ -1,11 +1,8 @@
 """What a submission may carry: the accepted content types (a setting) and options the target
 printer can do, judged on the capabilities its agent reported (qprint.domain.formats)."""
 
-import base64
-
 import pytest
 from django.test import override_settings
-from django.urls import reverse
 
 from qprint import api
 from qprint.agent.printers import SocketPrinter
@@ -13,7 +10,7 @@ from qprint.checks import check_qprint_settings
 from qprint.errors import Invalid, UnsupportedContentType
 from qprint.models import PrintJob
 from tests.qprint.domain import PDF, make_device
-from tests.qprint.factories import connect, make_key
+from tests.qprint.factories import connect, make_key, submitted_and_claimed
 
 LASER = {
     "media": ["iso_a4_210x297mm", "na_letter_8.5x11in"],
@@ -134,20 +131,11 @@ def test_content_type_parameters_are_dropped_so_none_reaches_the_printer_as_an_o
     keeps the base type only, and that is all its device is given."""
     key, dev = make_key(), make_device()
     connect(dev.device)
-    answer = client.post(
-        reverse("qprint:jobs"),
-        {
-            "device": dev.device.name,
-            "content_type": "Application/PDF; copies=500; job-hold-until=indefinite",
-            "content_base64": base64.b64encode(PDF).decode(),
-        },
-        content_type="application/json",
-        **key.auth,
+    job, assignment = submitted_and_claimed(
+        client, key, dev, PDF, "Application/PDF; copies=500; job-hold-until=indefinite"
     )
-    assert answer.status_code == 201, answer.content
-    assert answer.json()["content_type"] == "application/pdf"
-    assert PrintJob.objects.get(pk=answer.json()["id"]).content_type == "application/pdf"
-    assignment = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    assert job["content_type"] == "application/pdf"
+    assert PrintJob.objects.get(pk=job["id"]).content_type == "application/pdf"
     assert assignment["content_type"] == "application/pdf"
     document = client.get(assignment["document_url"], **dev.auth)
     assert document["Content-Type"] == "application/pdf"
