@@ -179,8 +179,8 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "keyvalue": {"()": "qprint.logs.KeyValueFormatter"},
-        "json": {"()": "qprint.logs.JsonFormatter"},
+        "keyvalue": {"()": "qprint.core.logs.KeyValueFormatter"},
+        "json": {"()": "qprint.core.logs.JsonFormatter"},
     },
     "handlers": {
         "console": {

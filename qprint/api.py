@@ -2,7 +2,7 @@
 
 One code path per operation, whoever calls it. Each mutation runs in one transaction and wakes the
 device after it commits, so a device never hears of a change it cannot yet see. Refusals raise
-:mod:`qprint.errors` exceptions carrying the error codes of docs/API.md.
+:mod:`qprint.core.errors` exceptions carrying the error codes of docs/API.md.
 
     from qprint import api
     job, created = api.submit_job("acme", "front-desk", pdf_bytes, "application/pdf",
@@ -10,8 +10,9 @@ device after it commits, so a device never hears of a change it cannot yet see. 
     api.cancel_job(job)
 
 This module is a facade: each name lives in the domain module that owns its rule
-(:mod:`qprint.domain.jobs`, :mod:`~qprint.domain.devices`, :mod:`~qprint.domain.commands`,
-:mod:`~qprint.domain.credentials`, :mod:`~qprint.domain.claim`, :mod:`~qprint.domain.events`).
+(:mod:`qprint.domain.jobs`, :mod:`~qprint.domain.submission`, :mod:`~qprint.domain.devices`,
+:mod:`~qprint.domain.commands`, :mod:`~qprint.domain.credentials`, :mod:`~qprint.domain.claim`,
+:mod:`~qprint.domain.events`).
 """
 
 from qprint.domain.claim import Assignment, claim_next_job
@@ -37,12 +38,11 @@ from qprint.domain.devices import (
     update_settings,
 )
 from qprint.domain.events import EventOutcome, record_device_event
-from qprint.domain.jobs import (
+from qprint.domain.jobs import cancel_job, get_job
+from qprint.domain.submission import (
     ACCEPTED_CONTENT_TYPES,
     DEFAULT_TTL,
     MAX_PRIORITY,
-    cancel_job,
-    get_job,
     reprint_job,
     submit_job,
 )

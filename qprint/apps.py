@@ -9,10 +9,10 @@ class QPrintConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from qprint import (
+        from qprint import metrics
+        from qprint.core import (
             checks,  # noqa: F401  (registers the system checks)
             cluster,
-            metrics,
         )
         from qprint.realtime import bus, publisher
 
@@ -34,7 +34,7 @@ class QPrintConfig(AppConfig):
         """The singleton tasks (expiry, retention), the webhook sender (a worker on every node),
         and the node's ``connections`` gauge that
         ``cluster_runtime`` writes with each heartbeat (the live connection rows naming it)."""
-        from qprint import cluster
+        from qprint.core import cluster
         from qprint.domain import connection
         from qprint.domain.maintenance import register_tasks
         from qprint.webhooks import sender

@@ -24,9 +24,9 @@ from django.core.files.base import ContentFile
 from django.db.models import UUIDField
 from django.utils.module_loading import import_string
 
-from qprint.conf import qprint_settings
-from qprint.domain.prepared import Param, PreparedQuery
-from qprint.errors import NotFound
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import NotFound
+from qprint.core.prepared import Param, PreparedQuery
 from qprint.models import PrintDocument, PrintJob
 
 
@@ -114,7 +114,7 @@ def save_document(job: PrintJob, content: bytes) -> None:
 
 
 def open_document(job: PrintJob | uuid.UUID | str) -> bytes:
-    """The bytes of ``job``'s document; :class:`~qprint.errors.NotFound` when they are gone."""
+    """The bytes of ``job``'s document; :class:`~qprint.core.errors.NotFound` when they are gone."""
     job_id = job.pk if isinstance(job, PrintJob) else uuid.UUID(str(job))
     content = backend().open(job_id)
     if content is None:

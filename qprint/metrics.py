@@ -336,8 +336,8 @@ class DatabaseCollector(Collector):
         from django.db.models import Count, DurationField, ExpressionWrapper, Min
         from django.db.models.functions import Now
 
+        from qprint.core.states import JobStatus
         from qprint.domain import connection
-        from qprint.domain.states import JobStatus
         from qprint.models import Device, PrintJob
         from qprint.models.querysets import live_connection
 

@@ -1,7 +1,7 @@
 """HTTP routes of qprint (docs/API.md), mounted by the host (e.g. at ``qprint/``).
 
-``docs/openapi.yaml`` describes every route here; ``tests/qprint/test_openapi.py`` keeps the two
-in step.
+``docs/openapi.yaml`` describes every route here; ``tests/qprint/views/test_openapi.py`` keeps
+the two in step.
 
 Ids in paths are matched as plain segments and parsed by the views, so a malformed id is answered
 like an unknown one: JSON 404 ``not_found``, not Django's HTML page.

@@ -44,7 +44,7 @@ def http_views_inline(request):
     """In a test whose data sits in its own open transaction (``django_db`` without
     ``transaction=True``), the async views' database work runs on the test's thread, where that
     transaction is visible; transactional tests and live nodes use the node's threads."""
-    from qprint import executor
+    from qprint.core import executor
 
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (

@@ -11,7 +11,7 @@ How it holds, in one transaction per claim:
    serialised across every node. (``NO KEY``: inserting a job or an event only takes a key-share
    lock on the device row, so submissions and event recording never queue behind a claim, and a
    claim never deadlocks with a transaction holding a job row.) The gate
-   (:func:`qprint.domain.gate.refusal`) is evaluated from that locked row, the lease judged on the
+   (:func:`qprint.core.gate.refusal`) is evaluated from that locked row, the lease judged on the
    database clock (``Device.objects.with_liveness()``).
 2. If the device already has a CLAIMED job, that job's assignment is answered again (the replay).
 3. Else the next claimable job (``PrintJob.objects.claimable()``: QUEUED, unexpired, priority
@@ -45,12 +45,12 @@ from django.db import connection, transaction
 from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 
-from qprint import cluster
-from qprint.domain import credentials, events, gate, sql
-from qprint.domain.prepared import Param, PreparedQuery
-from qprint.domain.states import JobStatus
-from qprint.errors import NotFound
-from qprint.models import Device, EventSource, PrintJob
+from qprint.core import cluster, gate, sql
+from qprint.core.errors import NotFound
+from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.states import JobStatus
+from qprint.domain import credentials, events
+from qprint.models import Device, EventSource, PrintJob, raw
 from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
@@ -62,7 +62,7 @@ _MAX_CANDIDATES = 10
 @dataclass(frozen=True)
 class Assignment:
     """What a device is told to print: the assignment body of docs/API.md minus
-    ``document_url`` (``qprint.serializers.assignment_object`` adds it)."""
+    ``document_url`` (``qprint.models.serializers.assignment_object`` adds it)."""
 
     job_id: uuid.UUID
     claim_id: uuid.UUID
@@ -113,8 +113,8 @@ def claim_next_job(
 ) -> Assignment | None:
     """Hand the device its job: the one it already holds, else the next one, else ``None``.
 
-    Raises :class:`~qprint.errors.Disabled` (403) for a disabled device and
-    :class:`~qprint.errors.GateClosed` (409) with code ``not_connected``, ``not_ready``,
+    Raises :class:`~qprint.core.errors.Disabled` (403) for a disabled device and
+    :class:`~qprint.core.errors.GateClosed` (409) with code ``not_connected``, ``not_ready``,
     ``stale_control``, ``stale_settings`` or ``paused`` when the device may not claim now.
     ``node`` is recorded as ``claim_node`` (default: this node's id). ``token_hash``: the claim
     of a device socket, whose device must still hold that token (401 otherwise), judged from the
@@ -181,7 +181,7 @@ _COLUMNS = "id, claim_id, printer, title, content_type, size, sha256, options, p
 
 #: Step 2 and 3 in one statement (PostgreSQL): the held job, or the candidate claimed with its
 #: server event. The guard is in the UPDATE's WHERE: still claimable (QUEUED, unexpired:
-#: ``sql.claimable_job``, the queryset's predicate) and no job of the device CLAIMED (the partial
+#: ``raw.claimable_job``, the queryset's predicate) and no job of the device CLAIMED (the partial
 #: unique constraint backs the same rule in the schema).
 _CLAIM_SQL = f"""
 WITH held AS (
@@ -229,7 +229,7 @@ def _assignment_of_row(row) -> Assignment:
 
 def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL)."""
-    statement = _CLAIM_SQL.replace("{claimable}", sql.claimable_job("qprint_job"))
+    statement = _CLAIM_SQL.replace("{claimable}", raw.claimable_job("qprint_job"))
     candidate = device.next_job_id
     for _attempt in range(_MAX_CANDIDATES):
         claim_id = uuid.uuid4()

@@ -30,11 +30,11 @@ from django.db import connection as db
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint.conf import qprint_settings
-from qprint.domain import inputs, sql
+from qprint.core import inputs, sql
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid, NotFound
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import Invalid, NotFound
-from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob
+from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob, raw
 
 logger = logging.getLogger("qprint.commands")
 
@@ -102,7 +102,7 @@ def deliver(device_id: int, connection_id: uuid.UUID, *, redeliver: bool = False
     Returns them oldest first; an empty list when the connection no longer holds the row.
     """
     statuses = "('PENDING', 'DELIVERED')" if redeliver else "('PENDING')"
-    t = sql.tables()
+    t = raw.tables()
     with db.cursor() as cursor:
         cursor.execute(
             f"""

@@ -25,7 +25,7 @@ webhooks, :func:`take` and :func:`clear` run in one transaction with the outbox 
 them (``qprint.webhooks.outbox.announcing_device``); otherwise the statement runs alone, as always.
 
 The state a statement returns (:class:`DeviceState`) carries the inputs of the claim gate
-(:mod:`qprint.domain.gate`), the lease judged in the same statement, so the session decides
+(:mod:`qprint.core.gate`), the lease judged in the same statement, so the session decides
 ``wake`` exactly as a claim would. The functions are synchronous (Django's connection); the socket
 path runs them on its own threads (``qprint.realtime.socket_db``).
 """
@@ -38,8 +38,9 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.domain import reconcile, sql
-from qprint.models import Device
+from qprint.core import sql
+from qprint.domain import reconcile
+from qprint.models import Device, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
 LEASE_HEARTBEATS = 3
@@ -66,7 +67,7 @@ class Taken:
 class DeviceState:
     """What the row says now: enough to decide, without another query, what to tell the device.
 
-    Its first eight fields are the claim gate's inputs (:class:`qprint.domain.gate.GateInputs`).
+    Its first eight fields are the claim gate's inputs (:class:`qprint.core.gate.GateInputs`).
     """
 
     enabled: bool
@@ -85,17 +86,17 @@ class DeviceState:
 
 def _state_columns() -> str:
     """The state a connection needs, as columns of the device row plus scalar subqueries."""
-    t = sql.tables()
+    t = raw.tables()
     d = t["device"]  # SQLite's RETURNING does not see a table alias: qualify by name
     return f"""
-        {d}.enabled, {sql.live_connection(d)} AS connection_live, {d}.connection_ready,
+        {d}.enabled, {raw.live_connection(d)} AS connection_live, {d}.connection_ready,
         {d}.paused, {d}.control_revision, {d}.control_applied_revision,
         {d}.settings_revision, {d}.settings_applied_revision, {d}.token_hash,
         EXISTS (SELECT 1 FROM {t["command"]} c
                 WHERE c.device_id = {d}.id AND c.status = 'PENDING') AS command_pending,
         (SELECT j.id FROM {t["job"]} j
          WHERE j.device_id = {d}.id AND j.status = 'CLAIMED' LIMIT 1) AS claimed_job_id,
-        {sql.claimable_job_exists(d)} AS job_queued
+        {raw.claimable_job_exists(d)} AS job_queued
     """
 
 
@@ -138,7 +139,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
-    t = sql.tables()
+    t = raw.tables()
     with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
         cursor.execute(
             f"""
@@ -172,7 +173,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
 def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> DeviceState:
     """Renew the lease and learn, in the same statement, what the connection has not been told."""
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
@@ -189,7 +190,7 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
 
 def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     """What :func:`ping` returns, without renewing the lease (a wakeup, a reconcile)."""
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
@@ -213,7 +214,7 @@ def mark_ready(
 
     The caller has checked that the revisions are not above those it sent (4400 otherwise).
     """
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
@@ -238,7 +239,7 @@ def mark_ready(
 
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     """Forget this connection (socket closed). False when a newer connection holds the row."""
-    t = sql.tables()
+    t = raw.tables()
     with (
         outbox.announcing_device(device_id, DEVICE_DISCONNECTED) as announce,
         db.cursor() as cursor,
@@ -260,7 +261,7 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
 
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:
     """The device's settings revision and values (read only when the revision moved)."""
-    t = sql.tables()
+    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,

@@ -20,10 +20,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import BooleanField, CharField, ExpressionWrapper, IntegerField, Q
 from django.db.models.functions import Now
 
-from qprint.domain import inputs, throttle
-from qprint.domain.prepared import Param, PreparedQuery
+from qprint.core import inputs
+from qprint.core.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
+from qprint.core.prepared import Param, PreparedQuery
+from qprint.domain import throttle
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
 from qprint.models import ApplicationKey, Device
 
 logger = logging.getLogger("qprint.credentials")
@@ -86,8 +87,8 @@ _DEVICE_BY_ID_AND_TOKEN = PreparedQuery(
 
 def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str) -> None:
     """A socket's device, read by the statement of its operation, still holds the token it
-    authenticated with (:class:`~qprint.errors.Unauthorized`, 401, otherwise) and is enabled
-    (:class:`~qprint.errors.Disabled`, 403): what the HTTP API would answer now."""
+    authenticated with (:class:`~qprint.core.errors.Unauthorized`, 401, otherwise) and is enabled
+    (:class:`~qprint.core.errors.Disabled`, 403): what the HTTP API would answer now."""
     if stored_hash is None or not hmac.compare_digest(stored_hash, token_hash):
         raise Unauthorized()
     if not enabled:
@@ -115,7 +116,7 @@ def authenticate(source: str, secret: str, lookup: Callable[[str], Any], kind: s
     throttle of failed authentications (:mod:`qprint.domain.throttle`) against ``source``, the
     real client address. A secret that is right is never refused here, whatever others did from
     its address or with its prefix; a wrong one is refused with
-    :class:`~qprint.errors.RateLimited` once its address or its prefix failed too often."""
+    :class:`~qprint.core.errors.RateLimited` once its address or its prefix failed too often."""
     principal = lookup(secret)
     if principal is not None:
         return principal
@@ -128,10 +129,11 @@ def authenticate(source: str, secret: str, lookup: Callable[[str], Any], kind: s
 
 def authenticate_device(secret: str, *, source: str) -> Device:
     """The one way in for a device (HTTP API, socket upgrade): the enabled device holding
-    ``secret``, compared in constant time. Raises :class:`~qprint.errors.Unauthorized` (401) for
-    an unknown or revoked token, :class:`~qprint.errors.RateLimited` (429) for one from an address
-    or with a prefix that failed too often, :class:`~qprint.errors.Disabled` (403) for a device
-    that is disabled. ``source``: the real client address (:func:`throttle.client_address`)."""
+    ``secret``, compared in constant time. Raises :class:`~qprint.core.errors.Unauthorized`
+    (401) for an unknown or revoked token, :class:`~qprint.core.errors.RateLimited` (429) for one
+    from an address or with a prefix that failed too often, :class:`~qprint.core.errors.Disabled`
+    (403) for a device that is disabled. ``source``: the real client address
+    (:func:`throttle.client_address`)."""
     device = authenticate(source, secret, device_for_token, "device")
     if device is None:
         raise Unauthorized()

@@ -15,10 +15,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F, QuerySet
 
-from qprint.conf import qprint_settings
-from qprint.domain import credentials, inputs
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid, NotFound
+from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import Invalid, NotFound
 from qprint.models import Device, DevicePrinter
 
 logger = logging.getLogger("qprint.devices")
@@ -39,7 +40,7 @@ def get_device(tenant: str, name: str) -> Device:
 @dataclass(frozen=True)
 class DeviceSummary:
     """What the application sees of a device (``GET api/v1/devices``); its JSON form is
-    ``qprint.serializers.device_object``."""
+    ``qprint.models.serializers.device_object``."""
 
     name: str
     description: str

@@ -2,7 +2,7 @@
 
 Invariant: an event is recorded once per ``event_id``, on any node. A replay (same id, same
 content) answers as the first delivery did, without changing anything; a different event under the
-same id is refused with ``event_conflict``. A job moves forward only (``qprint.domain.states``)
+same id is refused with ``event_conflict``. A job moves forward only (``qprint.core.states``)
 and never leaves a final state.
 
 How it holds: the job row is locked (``SELECT ... FOR NO KEY UPDATE``) while the event is judged,
@@ -35,12 +35,13 @@ from django.db.models import F, IntegerField, OuterRef, Subquery, UUIDField
 from django.db.models.functions import Now
 from django.utils.dateparse import parse_datetime
 
-from qprint.conf import qprint_settings
-from qprint.domain import credentials, inputs
-from qprint.domain.prepared import Param, PreparedQuery
-from qprint.domain.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import EventRejected, Invalid, NotFound
+from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
+from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
-from qprint.errors import EventRejected, Invalid, NotFound
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 from qprint.signals import send_job_finished_after_commit
 from qprint.webhooks import outbox
@@ -90,7 +91,7 @@ def fingerprint_of(content: dict[str, Any]) -> str:
 
 
 def parse_device_event(payload: Any) -> DeviceEvent:
-    """Validate an event body; :class:`~qprint.errors.Invalid` names the first bad field."""
+    """Validate an event body; :class:`~qprint.core.errors.Invalid` names the first bad field."""
     if not isinstance(payload, dict):
         raise Invalid(message="The body must be a JSON object.")
     event_id = _uuid_field(payload, "event_id")
@@ -136,9 +137,9 @@ def record_device_event(
 ) -> EventOutcome:
     """Record an event the device reports about one of its jobs, moving the job if it says so.
 
-    Raises :class:`~qprint.errors.Invalid` (422) for a malformed body,
-    :class:`~qprint.errors.NotFound` (404) when the job is not this device's, and
-    :class:`~qprint.errors.EventRejected` (409) with ``event_conflict``, ``stale_claim``,
+    Raises :class:`~qprint.core.errors.Invalid` (422) for a malformed body,
+    :class:`~qprint.core.errors.NotFound` (404) when the job is not this device's, and
+    :class:`~qprint.core.errors.EventRejected` (409) with ``event_conflict``, ``stale_claim``,
     ``job_cancelled`` or ``backwards``. ``token_hash``: the event of a device socket (``device``
     may then be its id), whose device must still hold that token (401) and be enabled (403),
     judged in the job lock's own statement.

@@ -17,8 +17,8 @@ from typing import Any
 from django.db.models import JSONField, Subquery
 
 from qprint.agent import options as agent_options
-from qprint.conf import qprint_settings
-from qprint.errors import Invalid, UnsupportedContentType
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid, UnsupportedContentType
 from qprint.models import DevicePrinter
 
 

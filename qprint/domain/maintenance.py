@@ -18,10 +18,11 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint import cluster, documents
-from qprint.conf import qprint_settings
+from qprint import documents
+from qprint.core import cluster
+from qprint.core.conf import qprint_settings
+from qprint.core.states import EXPIRABLE, FINAL, JobStatus
 from qprint.domain import commands, events, throttle
-from qprint.domain.states import EXPIRABLE, FINAL, JobStatus
 from qprint.models import PrintJob
 
 logger = logging.getLogger("qprint.maintenance")

@@ -13,7 +13,7 @@ seconds on a busy database (``tests/qprint/test_overview.py`` checks the plans o
 - the oldest QUEUED job and its age: the first row of the partial index ``qprint_job_queued_idx``.
 
 Times and ages are on the database clock. The JSON of the admin's refresh is
-``qprint.serializers.print_overview_object``.
+``qprint.models.serializers.print_overview_object``.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from typing import Any
 from django.db.models import Count, DateTimeField, DurationField, ExpressionWrapper, F, Value
 from django.db.models.functions import Now
 
-from qprint.domain.states import JobStatus
+from qprint.core.states import JobStatus
 from qprint.models import Device, PrintJob
 from qprint.models.querysets import live_connection
 

@@ -15,7 +15,7 @@ from datetime import timedelta
 from django.db.models import QuerySet
 from django.db.models.functions import Now
 
-from qprint.domain.states import JobStatus
+from qprint.core.states import JobStatus
 from qprint.models import PrintJob
 
 ACTIVE_STATUSES = (JobStatus.RECEIVED, JobStatus.SPOOLED)

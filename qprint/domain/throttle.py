@@ -5,8 +5,8 @@ Invariant: a right secret is never refused here, whatever others did from its ad
 its prefix (no stranger can lock a device or a key out). Once a scope (a client address, or the
 first characters of a presented secret) has failed ``AUTH_FAILURE_LIMIT`` times within
 ``AUTH_FAILURE_WINDOW_SECONDS`` (database clock), every further wrong secret in that scope is
-refused with :class:`qprint.errors.RateLimited` (HTTP 429 with ``Retry-After``) instead of being
-counted, until the window ends. Only failures are counted; a working credential costs nothing
+refused with :class:`qprint.core.errors.RateLimited` (HTTP 429 with ``Retry-After``) instead of
+being counted, until the window ends. Only failures are counted; a working credential costs nothing
 here (not even a statement).
 
 The address is the real client's (:func:`client_address`): the peer the server saw, or, when that
@@ -32,9 +32,9 @@ from django.db import connection as db
 from django.db.models import F
 from django.db.models.functions import Now
 
-from qprint.conf import qprint_settings
-from qprint.domain import sql
-from qprint.errors import RateLimited
+from qprint.core import sql
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import RateLimited
 from qprint.models import AuthFailureCount
 
 logger = logging.getLogger("qprint.auth")

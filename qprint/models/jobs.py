@@ -1,7 +1,7 @@
 """Print jobs, their documents and their event history.
 
 Status changes are made only by ``qprint.domain.claim`` (QUEUED -> CLAIMED) and
-``qprint.domain.events`` (device events and server events); ``qprint.domain.states`` lists the
+``qprint.domain.events`` (device events and server events); ``qprint.core.states`` lists the
 moves allowed. Which jobs a claim may hand out is ``PrintJob.objects.claimable()``.
 """
 
@@ -14,8 +14,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
-from qprint.conf import qprint_settings
-from qprint.domain.states import JobStatus, is_final
+from qprint.core.conf import qprint_settings
+from qprint.core.states import JobStatus, is_final
 from qprint.models.querysets import PrintJobQuerySet
 
 

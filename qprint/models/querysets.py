@@ -9,8 +9,8 @@
 - "Claimable": a QUEUED job that has not expired: :meth:`PrintJobQuerySet.claimable`.
 
 The guarded statements of the connection record are raw SQL (one round trip each); their copies of
-the first and the last predicate are in :mod:`qprint.domain.sql`, and
-``tests/qprint/test_predicates.py`` pins that each copy agrees with its queryset.
+the first and the last predicate are in :mod:`qprint.core.sql`, and
+``tests/qprint/models/test_predicates.py`` pins that each copy agrees with its queryset.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.db import models
 from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Now
 
-from qprint.domain.states import JobStatus
+from qprint.core.states import JobStatus
 
 
 def live_connection() -> Q:

@@ -30,7 +30,7 @@ from typing import Any, Protocol
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from qprint.conf import qprint_settings
+from qprint.core.conf import qprint_settings
 
 logger = logging.getLogger("qprint.bus")
 

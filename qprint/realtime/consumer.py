@@ -27,10 +27,19 @@ from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 
-from qprint import cluster, device_operations, metrics
-from qprint.conf import qprint_settings
-from qprint.domain import commands, connection, credentials, devices, throttle
-from qprint.errors import Disabled, Invalid, QPrintError, Unauthorized
+from qprint import metrics
+from qprint.core import cluster
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Disabled, Invalid, QPrintError, Unauthorized
+from qprint.domain import (
+    commands,
+    connection,
+    credentials,
+    device_operations,
+    devices,
+    throttle,
+)
+from qprint.models.serializers import document_path
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
     CLOSE_SERVER_ERROR,
@@ -42,7 +51,6 @@ from qprint.realtime.session import (
     ProtocolError,
     encode,
 )
-from qprint.serializers import document_path
 
 logger = logging.getLogger("qprint.socket")
 

@@ -2,7 +2,7 @@
 
 ``cluster_runtime`` (the node's sidecar) marks the node DRAINING (a drain from the admin, or
 SIGTERM). The Daphne processes of that node learn it here, by reading the node's row every
-``QPRINT["DRAIN_POLL_SECONDS"]`` through :func:`qprint.cluster.node_is_draining`; they then
+``QPRINT["DRAIN_POLL_SECONDS"]`` through :func:`qprint.core.cluster.node_is_draining`; they then
 
 - refuse new sockets (503 where the server supports ``websocket.http.response``, else a failed
   handshake, 500: never 403), and
@@ -20,8 +20,8 @@ import contextlib
 import logging
 import time
 
-from qprint import cluster
-from qprint.conf import qprint_settings
+from qprint.core import cluster
+from qprint.core.conf import qprint_settings
 from qprint.realtime import bus, socket_db
 
 logger = logging.getLogger("qprint.drain")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
-from qprint.conf import DEFAULTS, qprint_settings
+from qprint.core.conf import DEFAULTS, qprint_settings
 from qprint.realtime import bus
 
 logger = logging.getLogger("qprint.publisher")

@@ -5,7 +5,7 @@ wsproto: the driver (:mod:`qprint.realtime.consumer`) hands it what happened (a 
 device, the row a statement returned, a message from the bus) and it answers with what to do: the
 frames to send, a close code, the statement to run next. Nothing here reads a socket, a clock or
 the database, so every rule of the session is tested without them
-(``tests/realtime/test_session.py``).
+(``tests/qprint/realtime/test_session.py``).
 
 What it remembers of one connection:
 
@@ -16,7 +16,7 @@ What it remembers of one connection:
   announced once;
 - when the device last sent a frame (the driver passes the monotonic time in).
 
-``wake`` is sent only when the claim gate (:func:`qprint.domain.gate.refusal`) is open for the
+``wake`` is sent only when the claim gate (:func:`qprint.core.gate.refusal`) is open for the
 row the last statement returned: the device is never woken for a claim that would be refused.
 """
 
@@ -29,9 +29,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from qprint.domain import gate, inputs
+from qprint.core import gate, inputs
+from qprint.core.errors import Invalid
 from qprint.domain.connection import LEASE_HEARTBEATS, DeviceState, Taken
-from qprint.errors import Invalid
 
 SUBPROTOCOL = "qprint.v1"
 
@@ -61,7 +61,7 @@ class ProtocolError(Exception):
 class OperationRequest:
     """An operation frame, parsed: ``operation`` one of :data:`OPERATIONS`, ``target`` the job or
     command id, ``body`` what the HTTP API would have received as the request body. The driver
-    answers it through :mod:`qprint.device_operations`, as the HTTP API does."""
+    answers it through :mod:`qprint.domain.device_operations`, as the HTTP API does."""
 
     operation: str
     request_id: str

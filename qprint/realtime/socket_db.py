@@ -4,12 +4,12 @@ Channels' ``database_sync_to_async`` runs on ONE thread per process by default (
 sensitive), the same thread Django's ASGI handler uses for every synchronous view. Pings,
 connects and wakeups of all the node's sockets would then queue behind each other and behind
 HTTP requests. The socket path therefore runs on threads of its own
-(``QPRINT["SOCKET_DB_THREADS"]`` threads, a :class:`qprint.executor.DatabaseThreads`), and never
-calls Channels' per-message ``close_old_connections`` on the shared thread.
+(``QPRINT["SOCKET_DB_THREADS"]`` threads, a :class:`qprint.core.executor.DatabaseThreads`), and
+never calls Channels' per-message ``close_old_connections`` on the shared thread.
 
 Connections: with Django's psycopg pool each statement takes a connection from the process's
 pool and gives it back (the same pool as the HTTP requests); without one each thread keeps its
-own connection for the life of the process. See :mod:`qprint.executor`.
+own connection for the life of the process. See :mod:`qprint.core.executor`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from qprint.executor import DatabaseThreads
+from qprint.core.executor import DatabaseThreads
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ the index. Needs
 from django import template
 from django.urls import NoReverseMatch, reverse
 
-from qprint.conf import qprint_settings
+from qprint.core.conf import qprint_settings
 from qprint.domain import overview
 
 register = template.Library()

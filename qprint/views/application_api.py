@@ -3,8 +3,9 @@ devices.
 
 Authenticated with an application key (``Authorization: Bearer``), which belongs to one tenant: a
 job or device of another tenant is 404, never the object. Every read and change goes through the
-domain (:mod:`qprint.domain.jobs`, :mod:`~qprint.domain.devices`, :mod:`~qprint.domain.commands`),
-the same code path as the admin and host code.
+domain (:mod:`qprint.domain.jobs`, :mod:`~qprint.domain.submission`,
+:mod:`~qprint.domain.devices`, :mod:`~qprint.domain.commands`), the same code path as the admin
+and host code.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse
 
 from qprint.domain import commands, devices, jobs
+from qprint.domain import submission as submissions
 from qprint.models import ApplicationKey
-from qprint.serializers import command_object, device_object, job_object, job_with_events
+from qprint.models.serializers import command_object, device_object, job_object, job_with_events
 from qprint.views.http import (
     application_endpoint,
     invalid,
@@ -60,7 +62,7 @@ def submit(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
         kwargs["title"] = ""
     if "expires_in" in fields:
         kwargs["expires_in"] = fields["expires_in"]
-    job, created = jobs.submit_job(
+    job, created = submissions.submit_job(
         key.tenant,
         device,
         submission.content,
@@ -104,7 +106,7 @@ def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpR
         force = force == "true"
     if not isinstance(force, bool):
         raise invalid("force", "must be true or false")
-    reprint = jobs.reprint_job(job_id, tenant=key.tenant, force=force, by=submitted_by(key))
+    reprint = submissions.reprint_job(job_id, tenant=key.tenant, force=force, by=submitted_by(key))
     return json_response(job_object(jobs.get_job(key.tenant, reprint.pk)), status=201)
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import device_operations, documents, metrics
-from qprint.domain import devices, jobs
+from qprint import documents, metrics
+from qprint.domain import device_operations, devices, jobs
 from qprint.models import Device
-from qprint.serializers import document_url, printer_object
+from qprint.models.serializers import document_url, printer_object
 from qprint.views.http import (
     device_endpoint,
     json_response,

@@ -4,7 +4,7 @@ Every answer of the two APIs is JSON, errors included: ``{"error": code, "messag
 the status docs/API.md names. Both APIs authenticate with a bearer secret, never a session, so the
 views are CSRF-exempt. A view is written as a plain function of ``(request, principal, **kwargs)``
 wrapped by :func:`device_endpoint` or :func:`application_endpoint`, which check the method, the
-credentials and map :class:`qprint.errors.QPrintError` to its JSON answer; their ``run_async``
+credentials and map :class:`qprint.core.errors.QPrintError` to its JSON answer; their ``run_async``
 form makes an async view that runs the same function on the node's database threads. The views
 hold no business rule: that lives in the domain (``qprint.domain``).
 """
@@ -20,9 +20,9 @@ from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import executor
-from qprint.domain import credentials, inputs, throttle
-from qprint.errors import QPrintError, RateLimited
+from qprint.core import executor, inputs
+from qprint.core.errors import QPrintError, RateLimited
+from qprint.domain import credentials, throttle
 
 logger = logging.getLogger("qprint.http")
 
@@ -96,7 +96,7 @@ def _serve(
         return _as_response(exc)
     except DataError as exc:
         # The database refused a value the client sent (a number out of range, text it cannot
-        # store): the client's error, not an outage. qprint.domain.inputs refuses what it knows
+        # store): the client's error, not an outage. qprint.core.inputs refuses what it knows
         # of first, naming the field; this is the net under it.
         logger.warning("api_data_refused path=%s error=%s", request.path, exc)
         return error_response("invalid", 422, "The database refused a value of the request.")
@@ -171,7 +171,7 @@ def device_endpoint(*methods: str, run_async: bool = False):
     """A view of the device API: ``view(request, device, **url_kwargs)``.
 
     ``run_async=True`` makes it an async view whose work (authentication included) runs on the
-    node's HTTP database threads (:data:`qprint.executor.http`): the hot endpoints, so that a
+    node's HTTP database threads (:data:`qprint.core.executor.http`): the hot endpoints, so that a
     request pays neither a thread of its own for the view nor a new database connection. The
     answer is the same either way: the same function runs.
     """

@@ -20,9 +20,9 @@ from django.core.files.uploadhandler import FileUploadHandler, StopUpload
 from django.http import HttpRequest
 from django.http.multipartparser import MultiPartParserError
 
-from qprint.conf import qprint_settings
-from qprint.domain import inputs
-from qprint.errors import DocumentTooLarge
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import DocumentTooLarge
 from qprint.views.http import RequestError, invalid, media_type, read_limited
 
 #: Room for the fields around the document (title, options, multipart boundaries).

@@ -26,13 +26,13 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import executor
-from qprint.conf import qprint_settings
+from qprint.core import executor
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import QPrintError
+from qprint.core.states import JobStatus
 from qprint.domain import jobs
-from qprint.domain.states import JobStatus
-from qprint.errors import QPrintError
 from qprint.models import ApplicationKey
-from qprint.serializers import job_with_events
+from qprint.models.serializers import job_with_events
 from qprint.views.application_api import job_detail_now
 from qprint.views.http import application_endpoint, error_response, invalid, json_response
 from qprint.webhooks import notify

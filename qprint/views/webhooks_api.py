@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 
 from qprint.models import ApplicationKey, WebhookDelivery, WebhookEndpoint
-from qprint.serializers import delivery_object, webhook_object
+from qprint.models.serializers import delivery_object, webhook_object
 from qprint.views.http import application_endpoint, invalid, json_response, read_json_object
 from qprint.views.pagination import paginate
 from qprint.webhooks import endpoints

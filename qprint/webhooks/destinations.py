@@ -21,8 +21,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
-from qprint.conf import qprint_settings
-from qprint.errors import Invalid
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -117,7 +117,7 @@ def resolve_checked(destination: Destination) -> str:
 
 
 def check_url(url: str) -> str:
-    """Refuse (:class:`~qprint.errors.Invalid`, 422) a URL that may not be an endpoint now."""
+    """Refuse (:class:`~qprint.core.errors.Invalid`, 422) a URL that may not be an endpoint now."""
     if not isinstance(url, str) or not url.strip():
         raise Invalid(message="'url' is required.")
     url = url.strip()

@@ -17,7 +17,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint.errors import Invalid, NotFound
+from qprint.core.errors import Invalid, NotFound
 from qprint.models import WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import EVENT_TYPES, destinations, outbox, signing
 

@@ -43,7 +43,7 @@ from django.utils import timezone
 
 from qprint.domain import devices
 from qprint.models import DeliveryStatus, Device, PrintJob, WebhookDelivery, WebhookEndpoint
-from qprint.serializers import device_object, job_object, timestamp
+from qprint.models.serializers import device_object, job_object, timestamp
 from qprint.webhooks import TEST_EVENT, job_event_type, notify
 
 logger = logging.getLogger("qprint.webhooks")
@@ -302,7 +302,7 @@ def retry(delivery_ids: list[int]) -> int:
 
 def delete_old_deliveries(retention_days: int | None = None) -> int:
     """Delete delivered and failed rows older than ``JOB_RETENTION_DAYS`` (the retention task)."""
-    from qprint.conf import qprint_settings
+    from qprint.core.conf import qprint_settings
 
     days = qprint_settings.JOB_RETENTION_DAYS if retention_days is None else retention_days
     count, _ = (

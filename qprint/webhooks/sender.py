@@ -32,7 +32,7 @@ import httpx
 from django.db import DatabaseError, connection
 from django.utils import timezone
 
-from qprint.conf import qprint_settings
+from qprint.core.conf import qprint_settings
 from qprint.webhooks import destinations, notify, outbox, signing
 
 logger = logging.getLogger("qprint.webhooks.sender")
@@ -246,7 +246,7 @@ def run_worker(stop: threading.Event) -> None:
 def register_worker() -> None:
     """Register the sender and the deliveries' retention with ``cluster_runtime`` (called from
     ``QPrintConfig.ready``)."""
-    from qprint import cluster
+    from qprint.core import cluster
 
     cluster.register_worker(WORKER_NAME, run_worker)
     cluster.register_task(

@@ -18,7 +18,7 @@ import pytest
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob
-from tests.qprint.domain import connect, event, make_device, run_concurrently, submit
+from tests.qprint.helpers import connect, event, make_device, run_concurrently, submit
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -40,7 +40,7 @@ from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
 from tests.bench.machine import cpu_by_kind, cpu_ms_per_job
 from tests.processes import ManagedProcess, RedisServer, python
-from tests.realtime.cluster import Node, database_url_of, node_env
+from tests.qprint.realtime.cluster import Node, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

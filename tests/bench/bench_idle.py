@@ -27,7 +27,7 @@ from tests.bench.common import make_devices
 from tests.bench.conftest import size
 from tests.bench.machine import process_cpu_seconds, process_rss_bytes
 from tests.processes import RedisServer
-from tests.realtime.cluster import Node, RealDevice, database_url_of, node_env
+from tests.qprint.realtime.cluster import Node, RealDevice, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -26,7 +26,7 @@ from qprint.models import Device
 from tests.bench.common import BareNode, latency_figures, make_devices
 from tests.bench.conftest import size
 from tests.processes import RedisServer
-from tests.realtime.cluster import Node, RealDevice, database_url_of, node_env
+from tests.qprint.realtime.cluster import Node, RealDevice, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

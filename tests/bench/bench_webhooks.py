@@ -23,7 +23,7 @@ import pytest
 from qprint.models import DeliveryStatus, WebhookDelivery
 from qprint.webhooks import endpoints
 from tests.processes import wait_until
-from tests.webhooks.conftest import (  # noqa: F401  (fixtures)
+from tests.qprint.webhooks.conftest import (  # noqa: F401  (fixtures)
     endpoint,
     loopback_allowed,
     receiver,
@@ -91,7 +91,7 @@ def test_bench_wait_latency():
 
     from qprint.webhooks import notify
     from tests.qprint.factories import make_key
-    from tests.webhooks.test_wait import report, spooled_job
+    from tests.qprint.webhooks.test_wait import report, spooled_job
 
     key = make_key()
     latencies = []

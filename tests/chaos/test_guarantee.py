@@ -26,7 +26,6 @@ from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from qcluster.models import ClusterNode, ClusterSetting
 from qprint import api
 from qprint.models import Device, PrintJob, PrintJobEvent
-from tests.agent.cups import minimal_pdf
 from tests.chaos.cluster import (
     LoadBalancer,
     Node,
@@ -37,6 +36,7 @@ from tests.chaos.cluster import (
     unavailable_reason,
 )
 from tests.processes import ManagedProcess, RedisServer, wait_until
+from tests.qprint.agent.cups import minimal_pdf
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -16,7 +16,7 @@ from channels.db import database_sync_to_async
 
 from qprint import api
 from tests.processes import REPO_ROOT, ManagedProcess, free_port, port_open, python, wait_until
-from tests.realtime.cluster import nodes_done_with_sockets, upgrade_status
+from tests.qprint.realtime.cluster import nodes_done_with_sockets, upgrade_status
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from qprint.logs import JsonFormatter, KeyValueFormatter, fields_of
+from qprint.core.logs import JsonFormatter, KeyValueFormatter, fields_of
 from tests.processes import manage
 
 

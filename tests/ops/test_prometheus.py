@@ -34,7 +34,7 @@ from tests.processes import (
     wait_until,
 )
 from tests.qcluster.conftest import set_cluster_settings
-from tests.realtime.cluster import Http, Node, RealDevice, database_url_of, node_env
+from tests.qprint.realtime.cluster import Http, Node, RealDevice, database_url_of, node_env
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -4,12 +4,12 @@ import pytest
 from django.test import override_settings
 
 from qprint import api
+from qprint.core.errors import Conflict, DocumentTooLarge, Invalid, NotFound, UnsupportedContentType
+from qprint.core.states import JobStatus
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
-from qprint.domain.states import JobStatus
-from qprint.errors import Conflict, DocumentTooLarge, Invalid, NotFound, UnsupportedContentType
 from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob, PrintJobEvent
-from tests.qprint.domain import PDF, connect, event, make_device, recording_wakeups, submit
+from tests.qprint.helpers import PDF, connect, event, make_device, recording_wakeups, submit
 
 pytestmark = pytest.mark.django_db
 

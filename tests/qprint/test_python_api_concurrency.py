@@ -4,11 +4,11 @@ against claim."""
 import pytest
 
 from qprint import api
+from qprint.core.errors import Conflict
+from qprint.core.states import JobStatus
 from qprint.domain.claim import claim_next_job
-from qprint.domain.states import JobStatus
-from qprint.errors import Conflict
 from qprint.models import PrintJob, PrintJobEvent
-from tests.qprint.domain import PDF, connect, make_device, run_concurrently, submit, values
+from tests.qprint.helpers import PDF, connect, make_device, run_concurrently, submit, values
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

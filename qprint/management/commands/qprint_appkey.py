@@ -7,7 +7,7 @@ stored).
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
-from qprint.errors import QPrintError
+from qprint.core.errors import QPrintError
 from qprint.models import ApplicationKey
 
 

@@ -7,7 +7,7 @@ it is shown once (only its hash is stored).
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
-from qprint.errors import QPrintError
+from qprint.core.errors import QPrintError
 
 
 class Command(BaseCommand):

@@ -6,7 +6,7 @@ it is shown once (docs/WEBHOOKS.md).
 
 from django.core.management.base import BaseCommand, CommandError
 
-from qprint.errors import QPrintError
+from qprint.core.errors import QPrintError
 from qprint.models import WebhookEndpoint
 from qprint.webhooks import endpoints
 

@@ -1,0 +1,329 @@
+"""The admin of devices: the device list and its actions, and the device console page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.admin.utils import unquote
+from django.core.exceptions import PermissionDenied
+from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models.functions import Now
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import path, reverse
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import ngettext_lazy
+
+from qprint import api
+from qprint.admin.common import (
+    TEST_PAGE_CONTENT_TYPE,
+    actor,
+    apply_to_all,
+    apply_to_each,
+    post_only,
+    revision_words,
+    show_secrets_once,
+)
+from qprint.core import gate
+from qprint.core.states import JobStatus
+from qprint.models import (
+    Device,
+    DevicePrinter,
+    PrintJob,
+)
+
+
+@admin.register(Device)
+class DeviceAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "tenant",
+        "online",
+        "node",
+        "ready",
+        "paused",
+        "enabled",
+        "queue_depth",
+        "claim_gate",
+        "last_seen_at",
+    )
+    list_filter = ("tenant", "enabled", "paused")
+    search_fields = ("name", "tenant", "description")
+    ordering = ("tenant", "name")
+    change_form_template = "admin/qprint/device/change_form.html"
+    actions = (
+        "pause_devices",
+        "resume_devices",
+        "issue_new_tokens",
+        "send_test_page",
+        "disable_devices",
+        "enable_devices",
+    )
+    add_fields = ("tenant", "name", "description")
+    editable_fields = ("description",)
+    state_fields = (
+        "enabled",
+        "paused",
+        "control_revision",
+        "control_applied_revision",
+        "settings",
+        "settings_revision",
+        "settings_applied_revision",
+        "connection_id",
+        "connection_node",
+        "connection_ready",
+        "connection_lease_expires_at",
+        "connection_since",
+        "last_seen_at",
+        "agent_info",
+        "created_at",
+    )
+
+    #: The buttons of a device's page: (action method, label, shown when, confirmation asked).
+    console_actions = (
+        ("pause_devices", _("Pause"), lambda d: not d.paused, ""),
+        ("resume_devices", _("Resume"), lambda d: d.paused, ""),
+        ("send_test_page", _("Send a test page"), lambda d: True, ""),
+        (
+            "issue_new_tokens",
+            _("Issue a new token"),
+            lambda d: True,
+            _("The device's current token stops working at once. Issue a new one?"),
+        ),
+        (
+            "disable_devices",
+            _("Disable"),
+            lambda d: d.enabled,
+            _("The device is disconnected and may not claim until enabled. Disable it?"),
+        ),
+        ("enable_devices", _("Enable"), lambda d: not d.enabled, ""),
+    )
+    #: How many queued and recent jobs a device's page lists.
+    console_rows = 10
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet:
+        lease_left = ExpressionWrapper(
+            F("connection_lease_expires_at") - Now(), output_field=DurationField()
+        )
+        seen_ago = ExpressionWrapper(Now() - F("last_seen_at"), output_field=DurationField())
+        return (
+            super()
+            .get_queryset(request)
+            .with_liveness()
+            .with_queue_depth()
+            .annotate(lease_left=lease_left, seen_ago=seen_ago)
+        )
+
+    def get_fields(self, request, obj=None):
+        if obj is None:
+            return self.add_fields
+        return ("tenant", "name", "description", *self.state_fields)
+
+    def get_readonly_fields(self, request, obj=None):
+        if obj is None:
+            return ()
+        return ("tenant", "name", *self.state_fields)
+
+    # --- a device's page: the console ----------------------------------------------------------
+
+    def get_urls(self):
+        act = path(
+            "<path:object_id>/act/<str:action>/",
+            self.admin_site.admin_view(self.console_action_view),
+            name="qprint_device_act",
+        )
+        return [act, *super().get_urls()]
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        device = self.get_object(request, unquote(object_id))
+        context = dict(extra_context or {})
+        if device is not None:
+            context["console"] = self.console(request, device)
+        return super().change_view(request, object_id, form_url, context)
+
+    def console(self, request: HttpRequest, device: Device) -> dict[str, Any]:
+        """What the device's page shows above its fields (read on each render)."""
+        refusal = gate.refusal(device)
+        live = bool(device.connection_live)
+        jobs = PrintJob.objects.filter(device=device)
+        may_change = self.has_change_permission(request, device)
+        return {
+            "live": live,
+            "node": device.connection_node if live else "",
+            "ready": live and device.connection_ready,
+            "since": device.connection_since if live else None,
+            "lease_left_seconds": (
+                max(0, round(device.lease_left.total_seconds()))
+                if live and device.lease_left is not None
+                else None
+            ),
+            "last_seen_at": device.last_seen_at,
+            "seen_seconds_ago": (
+                max(0, round(device.seen_ago.total_seconds()))
+                if device.seen_ago is not None
+                else None
+            ),
+            "control": revision_words(device.control_applied_revision, device.control_revision),
+            "settings": revision_words(device.settings_applied_revision, device.settings_revision),
+            "control_up_to_date": device.control_applied_revision == device.control_revision,
+            "gate_open": refusal is None,
+            "gate_code": refusal.code if refusal else "open",
+            "gate_message": refusal.message if refusal else _("The device may claim now."),
+            "claimed": jobs.filter(status=JobStatus.CLAIMED).first(),
+            "queue": list(jobs.claimable()[: self.console_rows]),
+            "queue_depth": device.queue_depth,
+            "printers": [
+                {
+                    "printer": printer,
+                    "reasons": [
+                        str(r) for r in (printer.capabilities or {}).get("state_reasons", [])
+                    ],
+                    "message": (printer.capabilities or {}).get("state_message", ""),
+                }
+                for printer in DevicePrinter.objects.filter(device=device).order_by("name")
+            ],
+            "recent": list(jobs.order_by("-created_at")[: self.console_rows]),
+            "actions": [
+                (name, label, confirm)
+                for name, label, shown, confirm in self.console_actions
+                if may_change and shown(device)
+            ],
+        }
+
+    def console_action_view(self, request, object_id, action):
+        """One of the page's buttons: the list action of that name, on this device alone."""
+        if (refused := post_only(request)) is not None:
+            return refused
+        if action not in {row[0] for row in self.console_actions}:
+            raise Http404("No such action.")
+        device = self.get_object(request, unquote(object_id))
+        if device is None:
+            raise Http404("No such device.")
+        if not self.has_change_permission(request, device):
+            raise PermissionDenied
+        response = getattr(self, action)(request, self.get_queryset(request).filter(pk=device.pk))
+        return response or redirect(reverse("admin:qprint_device_change", args=[device.pk]))
+
+    @admin.display(boolean=True, description=_("online"), ordering="connection_live")
+    def online(self, device: Device) -> bool:
+        return bool(device.connection_live)
+
+    @admin.display(description=_("node"), ordering="connection_node")
+    def node(self, device: Device) -> str:
+        return device.connection_node if device.connection_live else ""
+
+    @admin.display(boolean=True, description=_("ready"))
+    def ready(self, device: Device) -> bool:
+        return bool(device.connection_live and device.connection_ready)
+
+    @admin.display(description=_("queue depth"), ordering="queue_depth")
+    def queue_depth(self, device: Device) -> int:
+        return device.queue_depth
+
+    @admin.display(description=_("claim gate"))
+    def claim_gate(self, device: Device) -> str:
+        """What a claim would answer now: "open", or the refusal's code."""
+        refusal = gate.refusal(device)
+        return _("open") if refusal is None else refusal.code
+
+    def save_model(self, request, obj: Device, form, change: bool) -> None:
+        if change:
+            # Only the editable columns: a full save would write back the state columns as the
+            # form read them, over what the connection record or the API changed meanwhile.
+            changed = [name for name in form.changed_data if name in self.editable_fields]
+            if changed:
+                obj.save(update_fields=changed)
+            return
+        device, token = api.create_device(obj.tenant, obj.name, description=obj.description)
+        obj.pk = device.pk
+        obj.token_hash = device.token_hash
+        request._qprint_new_secret = token
+
+    def response_add(self, request, obj, post_url_continue=None) -> HttpResponse:
+        token = getattr(request, "_qprint_new_secret", None)
+        if token is None:
+            return super().response_add(request, obj, post_url_continue)
+        return show_secrets_once(
+            self, request, [(obj, token)], title=_("Device token"), secret_label=_("token")
+        )
+
+    @admin.action(description=_("Pause selected devices"), permissions=["change"])
+    def pause_devices(self, request, queryset):
+        apply_to_all(
+            self,
+            request,
+            queryset,
+            api.pause_device,
+            ngettext_lazy("Paused %(count)d device.", "Paused %(count)d devices.", "count"),
+        )
+
+    @admin.action(description=_("Resume selected devices"), permissions=["change"])
+    def resume_devices(self, request, queryset):
+        apply_to_all(
+            self,
+            request,
+            queryset,
+            api.resume_device,
+            ngettext_lazy("Resumed %(count)d device.", "Resumed %(count)d devices.", "count"),
+        )
+
+    @admin.action(
+        description=_("Issue a new token (the old one stops working)"), permissions=["change"]
+    )
+    def issue_new_tokens(self, request, queryset):
+        secrets = [(device, api.rotate_device_token(device)) for device in queryset]
+        return show_secrets_once(
+            self, request, secrets, title=_("New device tokens"), secret_label=_("token")
+        )
+
+    @admin.action(description=_("Send a test page"), permissions=["change"])
+    def send_test_page(self, request, queryset):
+
+        def send(device: Device) -> None:
+            content = (
+                f"qprint test page\n\nDevice: {device.tenant}/{device.name}\n"
+                f"Sent by: {request.user.get_username()}\nAt: {timezone.now().isoformat()}\n"
+            ).encode()
+            api.submit_job(
+                device.tenant,
+                device,
+                content,
+                TEST_PAGE_CONTENT_TYPE,
+                title="Test page",
+                submitted_by=actor(request),
+            )
+
+        apply_to_each(
+            self,
+            request,
+            queryset,
+            send,
+            str,
+            ngettext_lazy(
+                "Queued a test page for %(count)d device.",
+                "Queued a test page for %(count)d devices.",
+                "count",
+            ),
+        )
+
+    @admin.action(description=_("Disable selected devices"), permissions=["change"])
+    def disable_devices(self, request, queryset):
+        apply_to_all(
+            self,
+            request,
+            queryset,
+            api.disable_device,
+            ngettext_lazy("Disabled %(count)d device.", "Disabled %(count)d devices.", "count"),
+        )
+
+    @admin.action(description=_("Enable selected devices"), permissions=["change"])
+    def enable_devices(self, request, queryset):
+        apply_to_all(
+            self,
+            request,
+            queryset,
+            api.enable_device,
+            ngettext_lazy("Enabled %(count)d device.", "Enabled %(count)d devices.", "count"),
+        )

@@ -1,0 +1,65 @@
+"""The SQL text of qprint's raw statements that differs between PostgreSQL and SQLite, in one place.
+
+The connection record (:mod:`qprint.domain.connection`) and command delivery
+(:mod:`qprint.domain.commands`) write with raw ``UPDATE ... RETURNING`` statements so each guarded
+write is one round trip (SQLite has ``RETURNING`` since 3.35). What they need of the vendor:
+
+- :func:`now`: the database clock, as SQL;
+- :func:`seconds_from_now` / :func:`seconds_ago`: ``now`` plus / minus a number of seconds given
+  as a parameter;
+- :func:`true` / :func:`false`: boolean literals;
+- :func:`uuid_param`: how a UUID is passed (uuid on PostgreSQL, 32 hex characters on SQLite, as
+  Django stores it there);
+- :func:`json_value`: a JSON column as read back (text on SQLite).
+
+The SQL copies of the queryset predicates, which need the tables, are in
+:mod:`qprint.models.raw`.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+from django.db import connection as db
+
+
+def postgresql() -> bool:
+    return db.vendor == "postgresql"
+
+
+def now() -> str:
+    return "now()" if postgresql() else "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
+
+
+def seconds_from_now() -> str:
+    """``now()`` plus ``%s`` seconds (one parameter)."""
+    if postgresql():
+        return "now() + make_interval(secs => %s)"
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %s || ' seconds')"
+
+
+def seconds_ago() -> str:
+    """``now()`` minus ``%s`` seconds (one parameter)."""
+    if postgresql():
+        return "now() - make_interval(secs => %s)"
+    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || %s || ' seconds')"
+
+
+def true() -> str:
+    return "true" if postgresql() else "1"
+
+
+def false() -> str:
+    return "false" if postgresql() else "0"
+
+
+def uuid_param(value: uuid.UUID) -> Any:
+    return value if postgresql() else value.hex
+
+
+def json_value(value: Any) -> Any:
+    if isinstance(value, (str, bytes)):
+        return json.loads(value)
+    return value

@@ -1,0 +1,73 @@
+"""The device's operations (claim, event, command result) as answers, for both transports.
+
+The device HTTP API (:mod:`qprint.views.device_api`) and the device socket's operation frames
+(docs/PROTOCOL.md, "Operations over the socket") answer through these functions, so both give the
+same answers and guarantees: each calls the same domain function and returns an :class:`Answer`,
+the HTTP status and JSON body (``None``: 204). A refusal is the domain's
+:class:`~qprint.core.errors.QPrintError` (its ``status``, ``code`` and ``message``), raised as is;
+the HTTP API turns it into ``{"error", "message"}`` with that status, the socket into a ``refused``
+frame carrying the same three.
+
+The frames themselves (parsing a request, the answer frames) are the device session's
+(:mod:`qprint.realtime.session`, no I/O).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from qprint.domain import commands, credentials
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.models import Device
+from qprint.models.serializers import assignment_body, command_object, event_object
+
+#: The answer to a request the database could not serve (the HTTP API's 503).
+UNAVAILABLE = (503, "unavailable", "The database could not answer; retry shortly.")
+
+
+@dataclass(frozen=True)
+class Answer:
+    status: int
+    body: dict[str, Any] | None
+
+
+# -- the operations ----------------------------------------------------------------------------
+
+
+def claim(
+    device_id: int, document_url: Callable[[Any], str], *, token_hash: str | None = None
+) -> Answer:
+    """200 the assignment (with ``document_url(job_id)``), 204 nothing. ``token_hash``: a
+    socket's device, which must still hold that token (checked in the claim's own lock)."""
+    assignment = claim_next_job(device_id, token_hash=token_hash)
+    if assignment is None:
+        return Answer(204, None)
+    body = {**assignment_body(assignment), "document_url": document_url(assignment.job_id)}
+    return Answer(200, body)
+
+
+def event(device: Device | int, job_id: Any, body: Any, *, token_hash: str | None = None) -> Answer:
+    """201 a new event, 200 the replay of one already recorded (same id, same content).
+    ``token_hash``: as for :func:`claim` (checked in the event's own lock)."""
+    outcome = record_device_event(device, job_id, body, token_hash=token_hash)
+    answer = {
+        **event_object(outcome.event),
+        "job_id": str(outcome.job.pk),
+        "job_status": outcome.job.status,
+    }
+    return Answer(201 if outcome.created else 200, answer)
+
+
+def command_result(
+    device: Device | int, command_id: Any, body: dict[str, Any], *, token_hash: str | None = None
+) -> Answer:
+    """200 the command once its result is recorded (``{status: DONE|FAILED, result}``).
+    ``token_hash``: as for :func:`claim` (checked by a read of the device first)."""
+    if token_hash is not None:
+        device_id = device.pk if isinstance(device, Device) else device
+        device = credentials.still_held(device_id, token_hash)
+    command = commands.record_result(device, command_id, body.get("status"), body.get("result"))
+    return Answer(200, command_object(command))

@@ -1,0 +1,410 @@
+"""The submission: how a job comes to be (a new job, or the reprint of one), with its document.
+
+A job is inserted QUEUED with its document in one transaction, its first server event recorded,
+and the device woken after the commit (:func:`qprint.domain.wakeups.wake_after_commit`). An
+``idempotency_key`` already used for the same request replays the job it made; for a different
+request it is refused (``idempotency_conflict``). Refusals raise :mod:`qprint.core.errors`
+exceptions with the error codes of docs/API.md.
+"""
+
+import json
+import logging
+import uuid
+from datetime import timedelta
+from typing import Any
+
+from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
+from django.db.models import (
+    CharField,
+    OuterRef,
+    Subquery,
+    sql,
+)
+from django.db.models.constants import OnConflict
+from django.db.models.functions import Now
+
+from qprint import documents
+from qprint.core import inputs
+from qprint.core.conf import DEFAULTS, qprint_settings
+from qprint.core.errors import (
+    Conflict,
+    DocumentTooLarge,
+    Invalid,
+    NotFound,
+)
+from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.states import JobStatus
+from qprint.domain import events, formats, jobs
+from qprint.domain.wakeups import wake_after_commit
+from qprint.models import Device, EventSource, PrintJob
+
+logger = logging.getLogger("qprint.jobs")
+
+#: The default of ``QPRINT["ACCEPTED_CONTENT_TYPES"]`` (the setting decides: qprint.domain.formats).
+ACCEPTED_CONTENT_TYPES: frozenset[str] = frozenset(DEFAULTS["ACCEPTED_CONTENT_TYPES"])
+
+#: ``expires_in`` not given: ``QPRINT["JOB_TTL_SECONDS"]`` applies.
+DEFAULT_TTL = object()
+
+MAX_PRIORITY = 1_000_000
+
+
+def submit_job(
+    tenant: str,
+    device: str | Device,
+    content: bytes,
+    content_type: str,
+    *,
+    printer: str | None = None,
+    title: str = "",
+    options: dict[str, Any] | None = None,
+    priority: int = 0,
+    expires_in: Any = DEFAULT_TTL,
+    idempotency_key: str | None = None,
+    submitted_by: str = "",
+) -> tuple[PrintJob, bool]:
+    """Queue ``content`` for printing on ``device`` (a name in ``tenant``, or a Device).
+
+    Returns ``(job, created)``. With an ``idempotency_key``, the same key and the same submission
+    return the job already made (``created=False``), whoever submitted it concurrently; the same
+    key with a different submission raises :class:`Conflict` (``idempotency_conflict``).
+    ``expires_in`` is in seconds (``None``: never expires; not given: ``JOB_TTL_SECONDS``).
+
+    Raises :class:`NotFound` (``unknown_device``), :class:`DocumentTooLarge`,
+    :class:`UnsupportedContentType`, :class:`Invalid`.
+    """
+    if isinstance(device, Device):
+        if device.tenant != tenant:
+            raise NotFound("unknown_device", f"No device named {device.name!r}.")
+        device_name = device.name
+    else:
+        device_name = inputs.required_text("device", device, 150)
+    content_type = _check_content_type(content_type)
+    content = _check_content(content)
+    options = _check_options(options)
+    priority = _check_priority(priority)
+    ttl = _check_expires_in(expires_in)
+    printer = inputs.text("printer", printer, 255) or None
+    title = inputs.text("title", title, 255)
+    if idempotency_key is not None:
+        idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
+    sha256 = documents.digest(content)
+    fingerprint = events.fingerprint_of(
+        {
+            "device": device_name,
+            "printer": printer,
+            "title": title,
+            "content_type": content_type,
+            "sha256": sha256,
+            "options": options,
+            "priority": priority,
+            "expires_in": ttl,
+        }
+    )
+
+    target = _submission_target(tenant, device_name, idempotency_key, printer)
+    if target.idempotent_job is not None:
+        if target.idempotent_fingerprint != fingerprint:
+            raise _idempotency_conflict()
+        return PrintJob.objects.get(pk=target.idempotent_job), False
+    reported = (
+        (target.printer_name, target.printer_capabilities or {})
+        if target.printer_name is not None
+        else None
+    )
+    formats.check_options(reported, content_type, options)
+
+    with transaction.atomic():
+        fields = {
+            "printer": printer,
+            "title": title,
+            "options": options,
+            "priority": priority,
+            "ttl": ttl,
+            "idempotency_key": idempotency_key,
+            "idempotency_fingerprint": fingerprint if idempotency_key else "",
+            "submitted_by": submitted_by,
+        }
+        if connection.vendor == "postgresql" and type(documents.backend()) is (
+            documents.DatabaseDocuments
+        ):
+            job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
+        else:
+            job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
+        if job is None:
+            # A concurrent submission with this key committed first: answer with its job.
+            existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
+            if existing is None:
+                raise RuntimeError(f"idempotency key {idempotency_key!r} taken but not found")
+            return existing, False
+        wake_after_commit(tenant, target.pk, "job_queued")
+    logger.info(
+        "job_queued job=%s tenant=%s device=%s size=%s priority=%s",
+        job.pk,
+        tenant,
+        target.name,
+        job.size,
+        job.priority,
+    )
+    return job, True
+
+
+def _build_submission_target(with_printer: bool):
+    made = PrintJob.objects.filter(
+        tenant=Param("tenant", CharField()), idempotency_key=Param("key", CharField())
+    )
+    printer = Param("printer", CharField()) if with_printer else None
+    printer_name, capabilities = formats.reported_printer(OuterRef("pk"), printer)
+    return Device.objects.filter(
+        tenant=Param("tenant", CharField()), name=Param("name", CharField())
+    ).annotate(
+        idempotent_job=Subquery(made.values("pk")[:1]),
+        idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
+        printer_name=printer_name,
+        printer_capabilities=capabilities,
+    )[:1]
+
+
+_SUBMISSION_TARGET = {
+    True: PreparedQuery(lambda: _build_submission_target(with_printer=True)),
+    False: PreparedQuery(lambda: _build_submission_target(with_printer=False)),
+}
+
+
+def _submission_target(
+    tenant: str, name: str, idempotency_key: str | None, printer: str | None
+) -> Device:
+    """The device (``NotFound`` otherwise) and, in the same statement, the job already made
+    under ``idempotency_key`` (``idempotent_job``, ``idempotent_fingerprint``) and what the agent
+    reported of ``printer`` (``printer_name``, ``printer_capabilities``; its default printer when
+    ``printer`` is None)."""
+    values = {"tenant": tenant, "name": name, "key": idempotency_key}
+    if printer is not None:
+        values["printer"] = printer
+    device = _SUBMISSION_TARGET[printer is not None].first(**values)
+    if device is None:
+        raise NotFound("unknown_device", f"No device named {name!r}.")
+    if idempotency_key is None:
+        device.idempotent_job = None
+    return device
+
+
+def _insert_job_step_by_step(
+    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+) -> PrintJob | None:
+    """The job, its document and its QUEUED event as separate statements; None when the
+    idempotency key was taken meanwhile."""
+    try:
+        with transaction.atomic():
+            job = _create_job(target, content, content_type, sha256, **fields)
+    except IntegrityError:
+        if not fields["idempotency_key"]:
+            raise
+        return None
+    events.record_server_event(
+        job, JobStatus.QUEUED, detail={"submitted_by": fields["submitted_by"]}
+    )
+    return job
+
+
+def _insert_job_in_one_statement(
+    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+) -> PrintJob | None:
+    """The job, its document row and its QUEUED event in one statement of data-modifying CTEs
+    (PostgreSQL, documents in the database). The job's INSERT is Django's own (``ON CONFLICT DO
+    NOTHING``: a taken idempotency key inserts nothing, and so neither do the other two)."""
+    job = _new_job(target, content, content_type, sha256, **fields)
+    query = sql.InsertQuery(PrintJob, on_conflict=OnConflict.IGNORE)
+    query.insert_values([f for f in PrintJob._meta.local_concrete_fields if not f.generated], [job])
+    compiler = query.get_compiler(using=DEFAULT_DB_ALIAS)
+    compiler.returning_fields = [
+        PrintJob._meta.get_field("created_at"),
+        PrintJob._meta.get_field("expires_at"),
+    ]
+    [(insert_job, params)] = compiler.as_sql()
+    detail = {"submitted_by": fields["submitted_by"]}
+    statement = f"""
+        WITH job AS ({insert_job}),
+        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %s FROM job),
+        queued AS (
+            INSERT INTO qprint_job_event
+                (event_id, job_id, device_id, source, type, message, detail, fingerprint)
+            SELECT %s, %s, NULL, %s, %s, '', %s::jsonb, %s FROM job
+        )
+        SELECT created_at, expires_at FROM job
+    """
+    params = [
+        *params,
+        job.pk,
+        content,
+        uuid.uuid4(),
+        job.pk,
+        EventSource.SERVER.value,
+        JobStatus.QUEUED.value,
+        json.dumps(detail),
+        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(statement, params)
+        row = cursor.fetchone()
+    if row is None:
+        if not fields["idempotency_key"]:
+            raise IntegrityError(f"job {job.pk} was not inserted")
+        return None
+    job.created_at, job.expires_at = row
+    job._state.adding = False
+    job._state.db = DEFAULT_DB_ALIAS
+    return job
+
+
+def _idempotency_conflict() -> Conflict:
+    return Conflict(
+        "idempotency_conflict", "This Idempotency-Key was already used for a different job."
+    )
+
+
+def _create_job(
+    device: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+) -> PrintJob:
+    """Insert the QUEUED job :func:`_new_job` builds from ``fields``, and its document.
+    ``expires_at`` is ``created_at + ttl`` on the database clock (both come from the same
+    statement)."""
+    job = _new_job(device, content, content_type, sha256, **fields)
+    job.save(force_insert=True)
+    ttl = fields["ttl"]
+    job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
+    documents.save_document(job, content)
+    return job
+
+
+def _new_job(
+    device: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    *,
+    printer: str | None,
+    title: str,
+    options: dict[str, Any],
+    priority: int,
+    ttl: int | None,
+    idempotency_key: str | None = None,
+    idempotency_fingerprint: str = "",
+    submitted_by: str = "",
+    reprint_of: PrintJob | None = None,
+) -> PrintJob:
+    """A QUEUED job not saved yet (``expires_at`` an expression on the database clock)."""
+    return PrintJob(
+        tenant=device.tenant,
+        device=device,
+        printer=printer,
+        title=title,
+        content_type=content_type,
+        size=len(content),
+        sha256=sha256,
+        options=options,
+        priority=priority,
+        status=JobStatus.QUEUED,
+        idempotency_key=idempotency_key,
+        idempotency_fingerprint=idempotency_fingerprint,
+        submitted_by=submitted_by[:255],
+        reprint_of=reprint_of,
+        expires_at=(Now() + timedelta(seconds=ttl)) if ttl is not None else None,
+    )
+
+
+def _idempotent_replay(tenant: str, key: str, fingerprint: str) -> PrintJob | None:
+    existing = PrintJob.objects.filter(tenant=tenant, idempotency_key=key).first()
+    if existing is None:
+        return None
+    if existing.idempotency_fingerprint != fingerprint:
+        raise _idempotency_conflict()
+    return existing
+
+
+def _check_content_type(content_type: Any) -> str:
+    if isinstance(content_type, str):
+        inputs.check_string("content_type", content_type)
+    return formats.check_content_type(content_type)
+
+
+def _check_content(content: Any) -> bytes:
+    if isinstance(content, memoryview | bytearray):
+        content = bytes(content)
+    if not isinstance(content, bytes):
+        raise Invalid(message="'document' must be bytes.")
+    if not content:
+        raise Invalid(message="'document' is empty.")
+    limit = qprint_settings.MAX_DOCUMENT_BYTES
+    if len(content) > limit:
+        raise DocumentTooLarge(
+            message=f"The document is {len(content)} bytes; the limit is {limit} bytes."
+        )
+    return content
+
+
+def _check_options(options: Any) -> dict[str, Any]:
+    return inputs.json_object("options", options, qprint_settings.MAX_DETAIL_BYTES)
+
+
+def _check_priority(priority: Any) -> int:
+    if priority is None:
+        return 0
+    priority = inputs.integer("priority", priority)
+    if not -MAX_PRIORITY <= priority <= MAX_PRIORITY:
+        raise Invalid(message=f"'priority' must be between -{MAX_PRIORITY} and {MAX_PRIORITY}.")
+    return priority
+
+
+def _check_expires_in(expires_in: Any) -> int | None:
+    if expires_in is DEFAULT_TTL:
+        return qprint_settings.JOB_TTL_SECONDS
+    if expires_in is None:
+        return None
+    if isinstance(expires_in, float) and expires_in.is_integer():
+        expires_in = int(expires_in)
+    if isinstance(expires_in, bool) or not isinstance(expires_in, int) or expires_in <= 0:
+        raise Invalid(message="'expires_in' must be a positive number of seconds.")
+    return expires_in
+
+
+def reprint_job(
+    job: PrintJob | uuid.UUID | str,
+    *,
+    force: bool = False,
+    by: str = "",
+    tenant: str | None = None,
+) -> PrintJob:
+    """Make a new QUEUED job with the same document, ``reprint_of`` set.
+
+    A job already reprinted raises :class:`Conflict` (``already_reprinted``) unless ``force``:
+    the original's row is locked while deciding, so two clicks at once make one reprint.
+    """
+    with transaction.atomic():
+        original = jobs.locked_job(job, tenant)
+        if not force and PrintJob.objects.filter(reprint_of=original).exists():
+            raise Conflict("already_reprinted", "This job was already reprinted.")
+        content = documents.open_document(original)
+        device = Device.objects.get(pk=original.device_id)
+        reprint = _create_job(
+            device,
+            content,
+            original.content_type,
+            original.sha256,
+            printer=original.printer,
+            title=original.title,
+            options=original.options,
+            priority=original.priority,
+            ttl=qprint_settings.JOB_TTL_SECONDS,
+            submitted_by=by or original.submitted_by,
+            reprint_of=original,
+        )
+        events.record_server_event(
+            reprint, JobStatus.QUEUED, detail={"reprint_of": str(original.pk), "by": by}
+        )
+        events.record_server_event(
+            original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}
+        )
+        wake_after_commit(device.tenant, device.pk, "job_queued")
+    logger.info("job_reprinted job=%s reprint=%s force=%s", original.pk, reprint.pk, force)
+    return reprint

@@ -1,0 +1,41 @@
+"""The shared predicates of :mod:`qprint.models.querysets` as SQL text, for the raw statements.
+
+The connection record (:mod:`qprint.domain.connection`), command delivery
+(:mod:`qprint.domain.commands`) and the claim write with raw statements; the predicates they
+need are copied here once, next to the table names, and ``tests/qprint/models/test_predicates.py``
+pins each copy to agree with its queryset: :func:`live_connection`, :func:`claimable_job` and
+:func:`claimable_job_exists`.
+"""
+
+from __future__ import annotations
+
+from qprint.core.sql import now
+from qprint.models.commands import DeviceCommand
+from qprint.models.devices import Device
+from qprint.models.jobs import PrintJob
+
+
+def tables() -> dict[str, str]:
+    return {
+        "device": Device._meta.db_table,
+        "job": PrintJob._meta.db_table,
+        "command": DeviceCommand._meta.db_table,
+    }
+
+
+def live_connection(device: str) -> str:
+    """``DeviceQuerySet.live()`` as SQL on the device table named (or aliased) ``device``."""
+    return (
+        f"({device}.connection_id IS NOT NULL AND {device}.connection_lease_expires_at > {now()})"
+    )
+
+
+def claimable_job(job: str) -> str:
+    """``PrintJobQuerySet.claimable()``'s condition on the job table named (or aliased) ``job``."""
+    return f"({job}.status = 'QUEUED' AND ({job}.expires_at IS NULL OR {job}.expires_at > {now()}))"
+
+
+def claimable_job_exists(device: str) -> str:
+    """``PrintJobQuerySet.claimable()`` of the device ``device``, as an EXISTS."""
+    return f"""EXISTS (SELECT 1 FROM {tables()["job"]} j
+                WHERE j.device_id = {device}.id AND {claimable_job("j")})"""

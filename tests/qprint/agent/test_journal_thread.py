@@ -1,0 +1,113 @@
+"""Each device's journal runs on a thread of its own: a commit that hangs (a disk that stopped
+answering) holds up only that device, never the event loop the devices of one process share,
+and the device does nothing its journal write has not committed yet."""
+
+import asyncio
+import threading
+
+from qprint.agent import journal as j
+from qprint.agent.config import AgentConfig, DeviceConfig, journal_path
+from qprint.agent.journal_thread import AsyncJournal
+from qprint.agent.simulator import Fleet
+from tests.qprint.agent.conftest import eventually
+
+PDF = b"%PDF-1.4\n% a document\n"
+
+
+class StuckCommits:
+    """While armed, every commit to one journal file waits until the test releases it."""
+
+    def __init__(self, path, monkeypatch):
+        self.path = path
+        self.armed = False
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.gave_up = False  # the commit waited its whole bound: the loop was stalled meanwhile
+        real_tx = j.Journal._tx
+        gate = self
+
+        class SlowCommit:
+            def __init__(self, tx):
+                self.tx = tx
+
+            def __enter__(self):
+                self.tx.__enter__()
+
+            def __exit__(self, exc_type, exc, tb):
+                if exc_type is None:
+                    gate.entered.set()
+                    gate.gave_up = gate.gave_up or not gate.release.wait(20)
+                self.tx.__exit__(exc_type, exc, tb)
+
+        def tx(journal, durable=True):
+            if gate.armed and journal.path == gate.path:
+                return SlowCommit(real_tx(journal, durable))
+            return real_tx(journal, durable)
+
+        monkeypatch.setattr(j.Journal, "_tx", tx)
+
+
+async def test_a_hanging_journal_commit_of_one_device_does_not_stall_another_device(
+    server, spooler, tmp_path, monkeypatch
+):
+    slow, other = server.add_device(), server.add_device()
+    state = tmp_path / "state"
+    stuck = StuckCommits(journal_path(state, "slow"), monkeypatch)
+    config = AgentConfig(
+        urls=[server.base_url],
+        devices=[
+            DeviceConfig("slow", slow.token, journal_path(state, "slow")),
+            DeviceConfig("other", other.token, journal_path(state, "other")),
+        ],
+        backoff_initial=0.05,
+        backoff_max=0.2,
+        shutdown_grace=5,
+    )
+    fleet = Fleet(config, spooler)  # one process, one event loop, two devices
+    run = asyncio.create_task(fleet.run())
+    try:
+        await eventually(lambda: slow.ready and other.ready, message="both devices ready")
+        stuck.armed = True
+        held = server.add_job(slow, PDF)
+        await server.send(slow, {"type": "wake"})
+        await eventually(stuck.entered.is_set, message="the slow device's claim being journaled")
+
+        job = server.add_job(other, PDF)
+        await server.send(other, {"type": "wake"})
+        await eventually(lambda: job.status == "PRINTED", message="the other device printed")
+        assert not stuck.release.is_set() and not stuck.gave_up
+        assert held.status == "CLAIMED"
+        assert held.id not in spooler.submitted  # nothing done before its journal write commits
+    finally:
+        stuck.release.set()
+    try:
+        await eventually(lambda: held.status == "PRINTED", message="the slow device caught up")
+        assert not stuck.gave_up
+        assert sorted(spooler.submitted) == sorted([held.id, job.id])
+    finally:
+        fleet.request_stop()
+        assert await asyncio.wait_for(run, 10) == 0
+
+
+async def test_the_journal_runs_on_one_thread_of_its_own_in_call_order(tmp_path):
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    threads = set()
+    real = journal._journal.advance
+
+    def advance(*args, **kwargs):
+        threads.add(threading.current_thread())
+        return real(*args, **kwargs)
+
+    journal._journal.advance = advance
+    await journal.remember_claim("job-1", "claim-1")
+    moves = [
+        journal.advance("job-1", j.RECEIVED, event="RECEIVED"),
+        journal.advance("job-1", j.SUBMITTING),
+        journal.advance("job-1", j.SPOOLED, event="SPOOLED", spool_ref="ref-1"),
+        journal.advance("job-1", "PRINTED", event="PRINTED"),
+    ]
+    assert await asyncio.gather(*moves) == [True, True, True, True]
+    assert threads != {threading.current_thread()} and len(threads) == 1
+    assert [r.body["type"] for r in await journal.pending()] == ["RECEIVED", "SPOOLED", "PRINTED"]
+    assert (await journal.job("job-1")).state == "PRINTED"
+    await journal.close()

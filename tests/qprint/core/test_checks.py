@@ -1,0 +1,100 @@
+"""``manage.py check`` names a bad ``QPRINT`` value (qprint.E0xx / W0xx)."""
+
+import pytest
+from django.test import override_settings
+
+from qprint.core.checks import check_qprint_settings
+
+
+def ids(**qprint) -> list[str]:
+    with override_settings(QPRINT=qprint):
+        return [m.id for m in check_qprint_settings()]
+
+
+def test_defaults_pass():
+    assert ids() == []
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (0.5, ["qprint.E002"]),
+        (0, ["qprint.E002"]),
+        ("20", ["qprint.E002"]),
+        (3, ["qprint.W001"]),
+        (5, []),
+        (20, []),
+    ],
+)
+def test_heartbeat_below_five_warns_below_one_errs(value, expected):
+    assert ids(HEARTBEAT_SECONDS=value) == expected
+
+
+@pytest.mark.parametrize("key", ["MAX_DOCUMENT_BYTES", "WAKE_QUEUE_SIZE", "JOB_RETENTION_DAYS"])
+@pytest.mark.parametrize("value", [0, -1, "10", None, True])
+def test_positive_integers(key, value):
+    assert ids(**{key: value}) == ["qprint.E003"]
+
+
+def test_job_ttl_may_be_none_but_not_zero():
+    assert ids(JOB_TTL_SECONDS=None) == []
+    assert ids(JOB_TTL_SECONDS=0) == ["qprint.E004"]
+
+
+def test_an_unknown_key_is_named():
+    with override_settings(QPRINT={"HEARTBEAT_SECOND": 20}):
+        messages = check_qprint_settings()
+    assert [m.id for m in messages] == ["qprint.W002"]
+    assert "HEARTBEAT_SECOND" in messages[0].msg
+
+
+def test_qprint_must_be_a_dict():
+    with override_settings(QPRINT=[("HEARTBEAT_SECONDS", 20)]):
+        assert [m.id for m in check_qprint_settings()] == ["qprint.E001"]
+
+
+def test_a_document_backend_that_cannot_be_imported_is_named():
+    assert ids(DOCUMENT_BACKEND="qprint.documents.Nowhere") == ["qprint.E005"]
+    assert ids(DOCUMENT_BACKEND="qprint.documents.StorageDocuments") == []
+
+
+def test_qprint_without_qcluster_starts_and_check_names_what_is_missing(settings):
+    from django.apps import apps
+
+    from qprint.core.checks import check_qcluster_installed
+
+    assert check_qcluster_installed() == []
+    without = [app for app in settings.INSTALLED_APPS if app != "qcluster"]
+    with override_settings(INSTALLED_APPS=without):
+        assert not apps.is_installed("qcluster")
+        messages = check_qcluster_installed()
+    assert [m.id for m in messages] == ["qprint.E006"]
+    assert "INSTALLED_APPS" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"WEBHOOK_ALLOW_HTTP": True, "WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/8", "hooks.lan"]}, []),
+        ({"WEBHOOK_ALLOW_HTTP": "yes"}, ["qprint.E007"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": "127.0.0.1"}, ["qprint.E007"]),
+        ({"WEBHOOK_ALLOWED_HOSTS": ["10.0.0.0/33"]}, ["qprint.E007"]),
+        ({"WEBHOOK_MAX_IN_FLIGHT": 0}, ["qprint.E003"]),
+    ],
+)
+def test_webhook_settings_are_checked(settings, expected):
+    assert ids(**settings) == expected
+
+
+@pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"TRUSTED_PROXIES": ["10.0.0.0/8", "192.0.2.1", "2001:db8::/32"]}, []),
+        ({"TRUSTED_PROXIES": "10.0.0.0/8"}, ["qprint.E020"]),
+        ({"TRUSTED_PROXIES": ["ingress.local"]}, ["qprint.E020"]),
+        ({"TRUSTED_PROXIES": ["10.0.0.0/33"]}, ["qprint.E020"]),
+        ({"MAX_WAITS_PER_KEY": 0}, ["qprint.E003"]),
+    ],
+)
+def test_the_trusted_proxies_and_the_wait_cap_are_checked(settings, expected):
+    assert ids(**settings) == expected

@@ -1,0 +1,65 @@
+"""The delivery guarantee's rule 2 (docs/JOBS.md) on PostgreSQL with real concurrency: one event
+delivered six times at once."""
+
+import uuid
+
+import pytest
+
+from qprint.core.states import JobStatus
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.models import PrintJob, PrintJobEvent
+from tests.qprint.helpers import connect, event, make_device, run_concurrently, submit, values
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+DELIVERIES = 6
+ROUNDS = 5
+
+
+def test_six_concurrent_deliveries_of_one_event_record_one_row_and_one_state_change():
+    device = connect(make_device().device)
+    jobs = [submit(device) for _ in range(ROUNDS)]
+    for job in jobs:
+        claim_next_job(device.pk)
+        job.refresh_from_db()
+        body = event(job, "RECEIVED", message="downloaded")
+
+        outcomes = values(
+            run_concurrently(
+                DELIVERIES,
+                lambda i, job=job, body=body: record_device_event(device, job.pk, dict(body)),
+            )
+        )
+
+        assert sorted(o.created for o in outcomes) == [False] * (DELIVERIES - 1) + [True]
+        assert {o.event.pk for o in outcomes} == {
+            PrintJobEvent.objects.get(event_id=body["event_id"]).pk
+        }
+        assert PrintJobEvent.objects.filter(job=job, source="DEVICE").count() == 1
+        job.refresh_from_db()
+        assert job.status == JobStatus.RECEIVED
+        assert job.received_at is not None
+
+
+def test_concurrent_different_events_under_one_id_record_one_and_refuse_the_rest():
+    device = connect(make_device().device)
+    job = submit(device)
+    claim_next_job(device.pk)
+    job.refresh_from_db()
+    event_id = uuid.uuid4()
+    kinds = ["RECEIVED", "FAILED", "PRINTED", "OUTCOME_UNKNOWN", "SPOOLED", "PROGRESS"]
+
+    results = run_concurrently(
+        len(kinds),
+        lambda i: record_device_event(device, job.pk, event(job, kinds[i], event_id=event_id)),
+    )
+
+    recorded = [r[1] for r in results if r[0] == "ok"]
+    refused = [r[1] for r in results if r[0] == "error"]
+    assert len(recorded) == 1 and recorded[0].created
+    assert {getattr(e, "code", repr(e)) for e in refused} == {"event_conflict"}
+    row = PrintJobEvent.objects.get(event_id=event_id)
+    job.refresh_from_db()
+    assert job.status == (row.type if row.type != "PROGRESS" else JobStatus.CLAIMED)
+    assert PrintJob.objects.filter(pk=job.pk).count() == 1

@@ -1,0 +1,153 @@
+"""Round trips of the job path on PostgreSQL: a claim, a device event and a submission are two
+statements each (BEGIN and COMMIT aside), as docs/PERFORMANCE.md says; a replay too."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from qprint import api
+from qprint.domain.claim import claim_next_job
+from qprint.domain.events import record_device_event
+from qprint.models import PrintJob, PrintJobEvent
+from tests.qprint.helpers import PDF, connect, event, make_device, submit
+
+pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture(autouse=True)
+def postgresql_only():
+    if connection.vendor != "postgresql":
+        pytest.skip("the one-statement forms are PostgreSQL's (SQLite runs step by step)")
+
+
+def statements(func):
+    """``func()``'s result and every statement it sent (BEGIN and COMMIT are not statements here).
+    Nothing is left out: whether the tenant has webhook endpoints and what the printer reported
+    are read in the statements of the job path itself (a tenant without endpoints here)."""
+    with CaptureQueriesContext(connection) as captured:
+        result = func()
+    return result, [
+        q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")
+    ]
+
+
+def test_claim_that_hands_out_a_job_is_two_statements():
+    device = connect(make_device().device)
+    job = submit(device)
+    assignment, sent = statements(lambda: claim_next_job(device.pk))
+    assert assignment is not None and assignment.job_id == job.pk
+    assert len(sent) == 2, sent
+    job.refresh_from_db()
+    assert job.status == "CLAIMED" and job.claim_id == assignment.claim_id
+    assert PrintJobEvent.objects.filter(job=job, type="CLAIMED", source="SERVER").count() == 1
+
+
+def test_replayed_and_empty_claims_are_two_statements():
+    device = connect(make_device().device)
+    submit(device)
+    first = claim_next_job(device.pk)
+    again, sent = statements(lambda: claim_next_job(device.pk))
+    assert again == first and len(sent) == 2, sent
+
+    idle = connect(make_device(name="idle").device)
+    nothing, sent = statements(lambda: claim_next_job(idle.pk))
+    assert nothing is None and len(sent) == 2, sent
+
+
+def test_claim_skips_a_candidate_lost_meanwhile_in_one_more_round():
+    device = connect(make_device().device)
+    lost, kept = submit(device, priority=5), submit(device)
+
+    # The candidate read with the device's lock is gone by the time the claim statement runs
+    # (cancelled by another node between the two statements).
+    from qprint.domain import claim
+
+    real = claim._claim_in_one_statement
+
+    def cancel_first(dev, node):
+        PrintJob.objects.filter(pk=lost.pk).update(status="CANCELLED")
+        return real(dev, node)
+
+    claim._claim_in_one_statement = cancel_first
+    try:
+        assignment, sent = statements(lambda: claim_next_job(device.pk))
+    finally:
+        claim._claim_in_one_statement = real
+    assert assignment.job_id == kept.pk
+    assert len(sent) == 5, sent  # lock, lost claim, next candidate, claim (+ the test's UPDATE)
+
+
+def test_device_event_is_two_statements_and_its_replay_too():
+    device = connect(make_device().device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    body = event(assignment.claim_id, "RECEIVED")
+    outcome, sent = statements(lambda: record_device_event(device, assignment.job_id, body))
+    assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 2, sent
+    assert PrintJob.objects.get(pk=assignment.job_id).received_at is not None
+
+    replay, sent = statements(lambda: record_device_event(device, assignment.job_id, body))
+    assert not replay.created and replay.event.pk == outcome.event.pk and len(sent) == 2, sent
+    assert replay.event.recorded_at == outcome.event.recorded_at
+
+    progress = event(assignment.claim_id, "PROGRESS")
+    outcome, sent = statements(lambda: record_device_event(device, assignment.job_id, progress))
+    assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 2, sent
+
+
+def test_submission_is_two_statements_and_its_idempotent_replay_too():
+    device = make_device().device
+    (job, created), sent = statements(
+        lambda: api.submit_job(device.tenant, device.name, PDF, "application/pdf", title="a")
+    )
+    assert created and len(sent) == 2, sent
+    stored = PrintJob.objects.get(pk=job.pk)
+    assert (stored.status, stored.title, stored.expires_at) == ("QUEUED", "a", job.expires_at)
+    assert bytes(stored.document.content) == PDF
+    assert stored.events.get().type == "QUEUED"
+
+    def keyed():
+        return api.submit_job(device.tenant, device.name, PDF, "text/plain", idempotency_key="k")
+
+    (first, created), sent = statements(keyed)
+    assert created and len(sent) == 2, sent
+    (again, created), sent = statements(keyed)
+    assert not created and again.pk == first.pk and len(sent) == 2, sent
+
+
+def test_authenticating_a_device_or_a_key_is_one_statement():
+    """A right secret pays nothing for the throttle of failed authentications."""
+    from qprint.domain import credentials
+
+    made = make_device()
+    found, sent = statements(
+        lambda: credentials.authenticate(
+            "10.0.0.1", made.token, credentials.device_for_token, "device"
+        )
+    )
+    assert found.pk == made.device.pk and len(sent) == 1, sent
+    key, secret = api.create_application_key(made.device.tenant, "app")
+    credentials.key_for_secret(secret)  # its first use writes last_used_at (once a minute)
+    found, sent = statements(
+        lambda: credentials.authenticate(
+            "10.0.0.1", secret, credentials.key_for_secret, "application"
+        )
+    )
+    assert found.pk == key.pk and len(sent) == 1, sent
+
+
+def test_a_tenant_with_webhooks_still_gets_its_deliveries_from_the_same_statements():
+    from qprint.models import WebhookDelivery, WebhookEndpoint
+
+    made = make_device()
+    WebhookEndpoint.objects.create(
+        tenant=made.device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
+    )
+    connect(made.device)
+    job = submit(made.device)
+    assignment, sent = statements(lambda: claim_next_job(made.device.pk))
+    assert assignment.job_id == job.pk
+    assert WebhookDelivery.objects.filter(type="job.claimed").count() == 1
+    # The lock said the tenant has endpoints: the outbox reads which, the job for the payload, and
+    # writes the delivery.
+    assert len(sent) == 2 + 3, sent

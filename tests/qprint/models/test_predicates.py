@@ -1,0 +1,79 @@
+"""The raw statements' copies of the queryset predicates agree with the querysets."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection as db
+from django.db.models.functions import Now
+
+from qprint.core.states import JobStatus
+from qprint.models import Device, PrintJob, raw
+from tests.qprint.factories import make_device
+
+pytestmark = pytest.mark.django_db
+
+
+def _devices() -> dict[str, Device]:
+    names = ["never", "live", "lapsed", "cleared"]
+    devices = {name: make_device(name=name).device for name in names}
+    Device.objects.filter(pk=devices["live"].pk).update(
+        connection_id=uuid.uuid4(), connection_lease_expires_at=Now() + timedelta(seconds=60)
+    )
+    Device.objects.filter(pk=devices["lapsed"].pk).update(
+        connection_id=uuid.uuid4(), connection_lease_expires_at=Now() - timedelta(seconds=1)
+    )
+    Device.objects.filter(pk=devices["cleared"].pk).update(
+        connection_id=None, connection_lease_expires_at=Now() + timedelta(seconds=60)
+    )
+    return devices
+
+
+def _raw_ids(condition: str) -> set[int]:
+    table = raw.tables()["device"]
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT id FROM {table} WHERE {condition.replace('%%', '%')}")
+        return {row[0] for row in cursor.fetchall()}
+
+
+def test_live_connection_sql_agrees_with_the_queryset():
+    devices = _devices()
+    table = raw.tables()["device"]
+    live = set(Device.objects.live().values_list("pk", flat=True))
+    assert live == {devices["live"].pk}
+    assert _raw_ids(raw.live_connection(table)) == live
+    annotated = {d.pk for d in Device.objects.with_liveness() if d.connection_live}
+    assert annotated == live
+
+
+def _job(device: Device, status: str, expires_in: float | None) -> None:
+    PrintJob.objects.create(
+        tenant=device.tenant,
+        device=device,
+        content_type="application/pdf",
+        size=1,
+        sha256="0" * 64,
+        status=status,
+        expires_at=None if expires_in is None else Now() + timedelta(seconds=expires_in),
+    )
+
+
+def test_claimable_job_sql_agrees_with_the_queryset():
+    cases = {
+        "queued": [(JobStatus.QUEUED, 60)],
+        "queued-forever": [(JobStatus.QUEUED, None)],
+        "queued-expired": [(JobStatus.QUEUED, -1)],
+        "claimed": [(JobStatus.CLAIMED, 60)],
+        "nothing": [],
+    }
+    devices = {}
+    for name, jobs in cases.items():
+        devices[name] = make_device(name=name).device
+        for status, expires_in in jobs:
+            _job(devices[name], status, expires_in)
+    table = raw.tables()["device"]
+    claimable = set(PrintJob.objects.claimable().values_list("device_id", flat=True).distinct())
+    assert claimable == {devices["queued"].pk, devices["queued-forever"].pk}
+    assert _raw_ids(raw.claimable_job_exists(table)) == claimable

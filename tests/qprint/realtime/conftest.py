@@ -1,0 +1,187 @@
+"""Fixtures of the realtime tests: devices with tokens, sockets on the consumer in-process, and
+for the modules that start real nodes, a Redis of their own and the database's URL."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.testing import WebsocketCommunicator
+
+from qprint import api
+from qprint.models import Device
+from qprint.realtime import bus, drain, socket_db
+from qprint.routing import websocket_urlpatterns
+
+SOCKET_PATH = "/qprint/ws/device/"
+
+
+@pytest.fixture(scope="module")
+def redis():
+    """A Redis of the module's own (its nodes' channel layer)."""
+    from tests.processes import RedisServer
+
+    server = RedisServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def redis_restored(redis):
+    """A test that stops Redis gets it back, for the next test."""
+    from tests.processes import port_open
+
+    yield redis
+    if not port_open(redis.port):
+        redis.start()
+
+
+@pytest.fixture
+async def devices(transactional_db):
+    """Make devices with tokens, as real clients of the module's nodes; close their sockets after
+    the test, and wait until the nodes are done with them."""
+    from tests.qprint.realtime.cluster import RealDevice, nodes_done_with_sockets
+
+    made = []
+
+    async def make(name: str, **kwargs):
+        device, token = await database_sync_to_async(api.create_device)("acme", name)
+        real = RealDevice(token, **kwargs)
+        made.append(real)
+        return device, real
+
+    yield make
+    for real in made:
+        await real.close()
+    await nodes_done_with_sockets()
+
+
+@pytest.fixture(scope="module")
+def database_url(django_db_setup, django_db_blocker):
+    """The test database's URL, for the module's nodes."""
+    from django.db import connection
+
+    from tests.processes import database_url_of
+
+    with django_db_blocker.unblock():
+        return database_url_of(connection.settings_dict)
+
+
+@pytest.fixture
+def device_factory(transactional_db):
+    """Make devices (committed, so the socket's own database threads see them).
+
+    Call it from sync code, or as ``await adb(make)`` from an async test.
+    """
+    counter = {"n": 0}
+
+    def make(tenant: str = "acme", name: str | None = None):
+        counter["n"] += 1
+        device, token = api.create_device(tenant, name or f"desk-{counter['n']}")
+        return device, token
+
+    return make
+
+
+@pytest.fixture
+def device_and_token(device_factory):
+    return device_factory()
+
+
+async def adb(func, *args, **kwargs):
+    """Run database code from an async test (closing its connection after, like Channels)."""
+    return await database_sync_to_async(func)(*args, **kwargs)
+
+
+def row(device_id: int) -> Device:
+    return Device.objects.get(pk=device_id)
+
+
+def application():
+    from channels.routing import URLRouter
+
+    return URLRouter(websocket_urlpatterns)
+
+
+class DeviceSocket:
+    """A device's socket on the consumer, in-process (channels' WebsocketCommunicator)."""
+
+    def __init__(self, token: str | None, subprotocols=("qprint.v1",), headers=None):
+        hdrs = list(headers or [])
+        if token is not None:
+            hdrs.append((b"authorization", f"Bearer {token}".encode()))
+        self.communicator = WebsocketCommunicator(
+            application(), SOCKET_PATH, headers=hdrs, subprotocols=list(subprotocols)
+        )
+        self.close_code: int | None = None
+
+    async def connect(self, timeout: float = 5):
+        return await self.communicator.connect(timeout=timeout)
+
+    async def send(self, frame: dict[str, Any] | str) -> None:
+        text = frame if isinstance(frame, str) else json.dumps(frame)
+        await self.communicator.send_to(text_data=text)
+
+    async def receive(self, timeout: float = 5) -> dict[str, Any]:
+        message = await self.communicator.receive_output(timeout)
+        if message["type"] == "websocket.close":
+            self.close_code = message.get("code")
+            raise AssertionError(f"socket closed with {self.close_code}, expected a frame")
+        return json.loads(message["text"])
+
+    async def receive_close(self, timeout: float = 5) -> int:
+        """Read until the close; returns the close code (frames before it are skipped)."""
+        while True:
+            message = await self.communicator.receive_output(timeout)
+            if message["type"] == "websocket.close":
+                self.close_code = message.get("code")
+                return self.close_code
+
+    async def nothing(self, timeout: float = 0.3) -> bool:
+        return await self.communicator.receive_nothing(timeout)
+
+    async def hello_and_ready(self) -> dict[str, Any]:
+        """Connect, read hello, report the revisions applied; returns hello."""
+        connected, subprotocol = await self.connect()
+        assert connected and subprotocol == "qprint.v1"
+        hello = await self.receive()
+        assert hello["type"] == "hello"
+        await self.send(
+            {
+                "type": "state",
+                "control_revision": hello["control"]["revision"],
+                "settings_revision": hello["settings"]["revision"],
+            }
+        )
+        return hello
+
+    async def close(self) -> None:
+        await self.communicator.disconnect()
+
+
+@pytest.fixture
+async def sockets():
+    """Open sockets get closed (and their background work stopped) after the test."""
+    opened: list[DeviceSocket] = []
+
+    def open_socket(token, **kwargs) -> DeviceSocket:
+        s = DeviceSocket(token, **kwargs)
+        opened.append(s)
+        return s
+
+    yield open_socket
+    for s in opened:
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(s.close(), 10)
+    loop = asyncio.get_running_loop()
+    for b in bus.all_buses():
+        if b.loop is loop:
+            await asyncio.wait_for(b.stop(), 10)
+    watch = drain._watches.pop(loop, None)
+    if watch is not None:
+        await asyncio.wait_for(watch.stop(), 10)
+    await loop.run_in_executor(None, socket_db.close_connections)

@@ -1,0 +1,439 @@
+"""Two real Daphne nodes (A, B) on PostgreSQL and a Redis of the test's own, with real devices.
+
+The nodes and Redis start once per module; each test makes its own devices. Heartbeats are 1 s.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+from channels.db import database_sync_to_async
+
+from qprint import api
+from qprint.models import Device, PrintJob
+from tests.processes import free_port
+from tests.qprint.realtime.cluster import (
+    Http,
+    Node,
+    RealDevice,
+    eventually,
+    node_env,
+    two_nodes,
+    upgrade_status,
+)
+
+pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
+
+HEARTBEAT = 1.0
+
+
+@pytest.fixture(scope="module")
+def nodes(redis, database_url, django_db_blocker):
+    with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
+        yield both
+
+
+@pytest.fixture
+def app_key(transactional_db):
+    _, secret = api.create_application_key("acme", "backend")
+    return secret
+
+
+@pytest.fixture
+async def http(app_key):
+    client = Http(app_key)
+    yield client
+    await client.close()
+
+
+def bus_is_up(node: Node) -> bool:
+    """What the node's /metrics says of its bus (its probe passes)."""
+    import httpx
+
+    from tests.exposition import value
+
+    return value(httpx.get(f"{node.http}/metrics", timeout=10).text, "qprint_bus_up") == 1
+
+
+def row(device_id: int) -> Device:
+    return Device.objects.get(pk=device_id)
+
+
+async def ready(device: Device) -> None:
+    await eventually(lambda: row(device.pk).connection_ready, 10, f"{device.name} ready")
+
+
+# -- wakeups and the claim gate across nodes ------------------------------------------------
+
+
+async def test_job_accepted_on_a_wakes_device_connected_to_b(nodes, devices, http):
+    a, b = nodes
+    device, real = await devices("desk-wake")
+    await real.connect(b.ws)
+    await ready(device)
+    submitted = await http.submit(a, "desk-wake")
+    assert submitted.status_code == 201, submitted.text
+    assert await real.frame("wake") == {"type": "wake"}
+
+
+async def test_claim_on_a_is_accepted_for_device_connected_to_b(nodes, devices, http):
+    a, b = nodes
+    device, real = await devices("desk-claim")
+    await real.connect(b.ws)
+    await ready(device)
+    job = (await http.submit(a, "desk-claim")).json()
+    await real.frame("wake")
+    claimed = await http.claim(a, real.token)
+    assert claimed.status_code == 200, claimed.text
+    assignment = claimed.json()
+    assert assignment["job_id"] == job["id"]
+    replay = await http.claim(b, real.token)
+    assert replay.status_code == 200 and replay.json()["claim_id"] == assignment["claim_id"]
+
+
+async def test_events_through_either_node_move_the_job(nodes, devices, http):
+    a, b = nodes
+    device, real = await devices("desk-events")
+    await real.connect(a.ws)
+    await ready(device)
+    job = (await http.submit(b, "desk-events")).json()
+    await real.frame("wake")
+    assignment = (await http.claim(b, real.token)).json()
+    for node, event in ((a, "RECEIVED"), (b, "SPOOLED"), (a, "PRINTED")):
+        answer = await http.event(node, real.token, job["id"], assignment["claim_id"], event)
+        assert answer.status_code == 201, answer.text
+    status = await database_sync_to_async(lambda: PrintJob.objects.get(pk=job["id"]).status)()
+    assert status == "PRINTED"
+
+
+async def test_settings_change_closes_gate_on_both_nodes_until_applied(nodes, devices, http):
+    a, b = nodes
+    device, real = await devices("desk-settings", apply=False)
+    await real.connect(b.ws)
+    await ready(device)
+    changed = await http.app("PUT", a, "devices/desk-settings/settings", json={"dpi": 600})
+    assert changed.status_code == 200, changed.text
+    settings = await real.frame("settings")
+    assert settings["values"] == {"dpi": 600}
+    for node in (a, b):
+        refused = await http.claim(node, real.token)
+        assert refused.status_code == 409 and refused.json()["error"] == "stale_settings"
+    await real.send_state()
+    await eventually(
+        lambda: row(device.pk).settings_applied_revision == settings["revision"], 10, "applied"
+    )
+    for node in (a, b):
+        assert (await http.claim(node, real.token)).status_code == 204
+
+
+async def test_pause_closes_gate_on_both_nodes_until_resumed_and_applied(nodes, devices, http):
+    a, b = nodes
+    device, real = await devices("desk-pause", apply=False)
+    await real.connect(a.ws)
+    await ready(device)
+    assert (await http.app("POST", b, "devices/desk-pause/pause")).status_code == 200
+    control = await real.frame("control")
+    assert control["paused"] is True
+    for node in (a, b):
+        assert (await http.claim(node, real.token)).json()["error"] == "stale_control"
+    await real.send_state()
+    await eventually(lambda: row(device.pk).control_applied_revision == control["revision"], 10, "")
+    for node in (a, b):
+        assert (await http.claim(node, real.token)).json()["error"] == "paused"
+    assert (await http.app("POST", a, "devices/desk-pause/resume")).status_code == 200
+    resumed = await real.frame("control")
+    await real.send_state()
+    await eventually(lambda: row(device.pk).control_applied_revision == resumed["revision"], 10, "")
+    for node in (a, b):
+        assert (await http.claim(node, real.token)).status_code == 204
+
+
+# -- the lease ------------------------------------------------------------------------------
+
+
+async def test_pinging_renews_lease_past_its_first_expiry(nodes, devices):
+    a, _ = nodes
+    device, real = await devices("desk-renew")
+    await real.connect(a.ws)
+    await ready(device)
+    first = (await database_sync_to_async(row)(device.pk)).connection_lease_expires_at
+    # Wait until the database clock is past the first lease: still live, renewed by the pings.
+    await eventually(
+        lambda: Device.objects.filter(
+            pk=device.pk,
+            connection_lease_expires_at__gt=first + (first - first).__class__(seconds=3),
+        ).exists(),
+        15,
+        "lease renewed",
+    )
+    assert not real.closed.is_set()
+
+
+async def test_silent_device_loses_lease_and_row_and_claims_answer_not_connected(
+    nodes, devices, http
+):
+    a, b = nodes
+    device, real = await devices("desk-silent", ping=False)
+    await real.connect(a.ws)
+    await ready(device)
+    assert await real.wait_closed(3 * HEARTBEAT + 5) == 4408
+    d = await database_sync_to_async(row)(device.pk)
+    assert d.connection_id is None
+    refused = await http.claim(b, real.token)
+    assert refused.status_code == 409 and refused.json()["error"] == "not_connected"
+
+
+# -- replacement ----------------------------------------------------------------------------
+
+
+async def test_new_connection_on_b_replaces_one_on_a(nodes, devices):
+    a, b = nodes
+    device, first = await devices("desk-replace")
+    await first.connect(a.ws)
+    await ready(device)
+    second = RealDevice(first.token)
+    try:
+        await second.connect(b.ws)
+        assert await first.wait_closed(5) == 4000
+        d = await database_sync_to_async(row)(device.pk)
+        assert d.connection_node == "node-b"
+        assert str(d.connection_id) == second.hello["connection_id"]
+    finally:
+        await second.close()
+
+
+async def test_replacement_with_redis_down_closes_old_socket_on_its_next_frame(
+    nodes, devices, redis_restored
+):
+    a, b = nodes
+    device, first = await devices("desk-replace-down")
+    await first.connect(a.ws)
+    await ready(device)
+    redis_restored.stop()
+    second = RealDevice(first.token)
+    try:
+        await second.connect(b.ws)
+        assert await first.wait_closed(3 * HEARTBEAT + 3) == 4000
+        d = await database_sync_to_async(row)(device.pk)
+        assert str(d.connection_id) == second.hello["connection_id"]
+        assert not second.closed.is_set()
+    finally:
+        await second.close()
+
+
+# -- Redis outages ------------------------------------------------------------------------------
+
+
+async def test_job_submitted_on_a_with_redis_down_is_found_on_next_heartbeat(
+    nodes, devices, http, redis_restored
+):
+    a, b = nodes
+    device, real = await devices("desk-nobus")
+    await real.connect(b.ws)
+    await ready(device)
+    redis_restored.stop()
+    submitted = await http.submit(a, "desk-nobus")
+    assert submitted.status_code == 201
+    started = time.monotonic()
+    await real.frame("wake", timeout=10)
+    # The bound: one heartbeat (the next ping), plus the time to answer it.
+    assert time.monotonic() - started <= HEARTBEAT + 1.5
+    assert (await http.claim(a, real.token)).json()["job_id"] == submitted.json()["id"]
+
+
+async def test_redis_down_longer_than_ten_seconds_closes_no_socket(
+    nodes, devices, http, redis_restored
+):
+    a, b = nodes
+    reals = []
+    for i, node in enumerate((a, b, a, b)):
+        device, real = await devices(f"desk-outage-{i}")
+        await real.connect(node.ws)
+        await ready(device)
+        reals.append((device, real))
+    redis_restored.stop()
+    await asyncio.sleep(11)  # the outage itself: what is tested is that nothing happens
+    assert [r.close_code for _, r in reals] == [None] * 4
+    assert not any(r.closed.is_set() for _, r in reals)
+    redis_restored.start()
+    # Wakeups flow again without reconnecting: a job on A wakes each device.
+    for device, real in reals:
+        assert (await http.submit(a, device.name)).status_code == 201
+        await real.frame("wake")
+    assert not any(r.closed.is_set() for _, r in reals)
+
+
+async def test_redis_restart_reconciles_every_connection_on_each_node(
+    nodes, devices, http, redis_restored
+):
+    a, b = nodes
+    reals = []
+    for i, node in enumerate((a, b)):
+        device, real = await devices(f"desk-reconcile-{i}")
+        await real.connect(node.ws)
+        await ready(device)
+        reals.append((device, real))
+    # A previous outage may not be over for the nodes yet: start from a bus they see up.
+    for node in (a, b):
+        await eventually(lambda node=node: bus_is_up(node), 30, f"{node.node_id} bus up")
+    mark = {n.node_id: len(n.log()) for n in (a, b)}
+    redis_restored.stop()
+    await eventually(
+        lambda: all("bus_down" in n.log()[mark[n.node_id] :] for n in (a, b)), 30, "bus_down"
+    )
+    redis_restored.start()
+    await eventually(
+        lambda: all("bus_up sockets=" in n.log()[mark[n.node_id] :] for n in (a, b)),
+        30,
+        "bus_up on both nodes",
+    )
+    # After the reconcile, wakeups cross the bus again.
+    for device, real in reals:
+        assert (await http.submit(b, device.name)).status_code == 201
+        await real.frame("wake")
+
+
+# -- upgrade answers ------------------------------------------------------------------------------
+
+
+async def test_upgrade_answers_under_daphne(nodes, devices):
+    a, _ = nodes
+    device, real = await devices("desk-upgrade")
+    assert await upgrade_status(a.ws, real.token) == 101
+    assert await upgrade_status(a.ws, real.token, subprotocols=()) == 403
+    assert await upgrade_status(a.ws, "wrong-token") == 403
+    assert await upgrade_status(a.ws, None) == 403
+    await database_sync_to_async(api.disable_device)(device.pk)
+    assert await upgrade_status(a.ws, real.token) == 403
+
+
+@pytest.fixture
+def node_without_database(redis):
+    dead_db = f"postgres://postgres@127.0.0.1:{free_port()}/nowhere"
+    node = Node("node-nodb", node_env(dead_db, redis.url, "node-nodb")).start()
+    yield node
+    node.stop()
+
+
+async def test_node_whose_database_is_unreachable_fails_handshake_with_500_not_403(
+    node_without_database, devices
+):
+    _, real = await devices("desk-nodb")
+    assert await upgrade_status(node_without_database.ws, real.token) == 500
+
+
+# -- drain ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def node_c(redis, database_url):
+    node = Node("node-c", node_env(database_url, redis.url, "node-c")).start()
+    yield node
+    node.stop()
+
+
+async def test_draining_node_hands_devices_to_other_node_with_no_job_lost(
+    nodes, node_c, devices, http
+):
+    from qcluster.models import ClusterNode
+
+    _, b = nodes
+    c = node_c
+    await database_sync_to_async(ClusterNode.objects.create)(node_id="node-c", status="UP")
+    pairs = [await devices(f"desk-drain-{i}") for i in range(4)]
+    for device, real in pairs:
+        await real.connect(c.ws)
+        await ready(device)
+    jobs = [(await http.submit(b, d.name, f"before-{d.name}")).json()["id"] for d, _ in pairs]
+    await database_sync_to_async(
+        lambda: ClusterNode.objects.filter(node_id="node-c").update(status="DRAINING")
+    )()
+    for _, real in pairs:
+        assert await real.wait_closed(15) == 4003
+    assert await upgrade_status(c.ws, pairs[0][1].token) == 500
+    # The devices come back through the other node; every job is claimed and printed there.
+    for device, old in pairs:
+        real = RealDevice(old.token)
+        await real.connect(b.ws)
+        await ready(device)
+        jobs.append((await http.submit(c, device.name, f"during-{device.name}")).json()["id"])
+        for _ in range(2):
+            claimed = await http.claim(b, real.token)
+            assert claimed.status_code == 200, claimed.text
+            assignment = claimed.json()
+            claim_id = assignment["claim_id"]
+            for event in ("RECEIVED", "PRINTED"):
+                answer = await http.event(b, real.token, assignment["job_id"], claim_id, event)
+                assert answer.status_code == 201, answer.text
+        await real.close()
+    statuses = await database_sync_to_async(
+        lambda: sorted(PrintJob.objects.filter(pk__in=jobs).values_list("status", flat=True))
+    )()
+    assert statuses == ["PRINTED"] * 8
+
+
+# -- concurrency of the socket path ----------------------------------------------------------
+
+
+async def test_200_devices_are_served_while_the_shared_sync_thread_is_blocked(nodes, devices, http):
+    """The socket path has threads of its own: with Django's one sync thread of node A stuck in
+    a claim waiting on a row lock, 200 devices still connect, report state and ping on A."""
+    from django.db import connection as db
+
+    a, _ = nodes
+    blocker, blocker_socket = await devices("desk-blocker")
+    await blocker_socket.connect(a.ws)
+    await ready(blocker)
+    pairs = [await devices(f"desk-many-{i}") for i in range(200)]
+
+    lock_taken = asyncio.Event()
+    release = asyncio.Event()
+
+    def hold_row_lock():
+        from django.db import transaction
+
+        with transaction.atomic():
+            Device.objects.select_for_update().get(pk=blocker.pk)
+            loop.call_soon_threadsafe(lock_taken.set)
+            asyncio.run_coroutine_threadsafe(release.wait(), loop).result(60)
+        db.close()
+
+    loop = asyncio.get_running_loop()
+    holder = loop.run_in_executor(None, hold_row_lock)
+    await lock_taken.wait()
+    stuck_claim = asyncio.ensure_future(http.claim(a, blocker_socket.token))
+    try:
+        await asyncio.sleep(0.2)
+        assert not stuck_claim.done()
+        await asyncio.gather(*(real.connect(a.ws) for _, real in pairs))
+        ids = [d.pk for d, _ in pairs]
+        await eventually(
+            lambda: Device.objects.filter(pk__in=ids, connection_ready=True).count() == 200,
+            30,
+            "200 devices ready while the sync thread is blocked",
+        )
+        assert not stuck_claim.done()
+    finally:
+        release.set()
+        await holder
+    assert (await stuck_claim).status_code == 204
+
+
+async def test_device_of_a_dead_node_takes_the_row_elsewhere_at_once(nodes, node_c, devices, http):
+    _, b = nodes
+    device, first = await devices("desk-orphan")
+    await first.connect(node_c.ws)
+    await ready(device)
+    node_c.process.kill()  # the node dies without a word; its lease is still live
+    second = RealDevice(first.token)
+    try:
+        await second.connect(b.ws)
+        await ready(device)
+        d = await database_sync_to_async(row)(device.pk)
+        assert d.connection_node == "node-b"
+        # The claim gate opens at once, without waiting for the dead node's lease.
+        assert (await http.claim(b, second.token)).status_code == 204
+    finally:
+        await second.close()

@@ -1,0 +1,557 @@
+"""The device socket in-process (``WebsocketCommunicator``): every frame, close code and bad frame.
+
+These run on the suite's database (SQLite or PostgreSQL) with the in-memory channel layer; the
+multi-node behaviour over Redis is in ``test_cluster.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError
+from django.db.models.functions import Now
+
+from qprint import api
+from qprint.core.errors import GateClosed
+from qprint.domain import connection, credentials, wakeups
+from qprint.domain.claim import claim_next_job
+from qprint.models import CommandStatus, Device, DeviceCommand, DevicePrinter
+from qprint.realtime import bus, consumer, drain, socket_db
+from tests.qprint.realtime.conftest import adb, row
+
+
+def submit(device, **kwargs):
+    job, _ = api.submit_job(device.tenant, device, b"%PDF-1.4 test", "application/pdf", **kwargs)
+    return job
+
+
+@pytest.fixture
+def short_heartbeat(settings):
+    settings.QPRINT = {"HEARTBEAT_SECONDS": 0.3}
+
+
+# -- the upgrade -----------------------------------------------------------------------------
+
+
+async def test_upgrade_without_subprotocol_is_refused(device_and_token, sockets):
+    _, token = device_and_token
+    connected, _ = await sockets(token, subprotocols=()).connect()
+    assert not connected
+
+
+async def test_upgrade_with_unknown_token_is_refused(device_and_token, sockets):
+    connected, _ = await sockets("not-a-token").connect()
+    assert not connected
+
+
+async def test_upgrade_without_token_is_refused(device_and_token, sockets):
+    connected, _ = await sockets(None).connect()
+    assert not connected
+
+
+async def test_upgrade_of_disabled_device_is_refused_and_row_untouched(device_and_token, sockets):
+    device, token = device_and_token
+    await adb(lambda: type(device).objects.filter(pk=device.pk).update(enabled=False))
+    connected, _ = await sockets(token).connect()
+    assert not connected
+    assert (await adb(row, device.pk)).connection_id is None
+
+
+async def test_database_error_at_upgrade_fails_handshake_not_403(
+    device_and_token, sockets, monkeypatch
+):
+    _, token = device_and_token
+
+    def broken(token):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(credentials, "device_for_token", broken)
+    with pytest.raises(consumer.UpgradeFailed, match="unavailable"):
+        await sockets(token).connect(timeout=0.5)
+
+
+async def test_database_error_at_upgrade_answers_503_with_http_response_extension(
+    device_and_token, sockets, monkeypatch
+):
+    _, token = device_and_token
+    monkeypatch.setattr(
+        credentials, "device_for_token", lambda t: (_ for _ in ()).throw(OperationalError("down"))
+    )
+    s = sockets(token)
+    s.communicator.scope["extensions"] = {"websocket.http.response": {}}
+    await s.communicator.send_input({"type": "websocket.connect"})
+    start = await s.communicator.receive_output(5)
+    body = await s.communicator.receive_output(5)
+    assert start["type"] == "websocket.http.response.start" and start["status"] == 503
+    assert json.loads(body["body"])["error"] == "unavailable"
+
+
+async def test_bad_token_answers_401_with_http_response_extension(device_and_token, sockets):
+    s = sockets("wrong")
+    s.communicator.scope["extensions"] = {"websocket.http.response": {}}
+    await s.communicator.send_input({"type": "websocket.connect"})
+    start = await s.communicator.receive_output(5)
+    assert start["status"] == 401
+
+
+async def test_hello_names_connection_and_row_takes_it_not_ready(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    connected, subprotocol = await s.connect()
+    assert connected and subprotocol == "qprint.v1"
+    hello = await s.receive()
+    assert hello["type"] == "hello"
+    assert hello["control"] == {"revision": 1, "paused": False}
+    assert hello["settings"] == {"revision": 1, "values": {}}
+    assert hello["heartbeat_seconds"] == 20
+    d = await adb(row, device.pk)
+    assert str(d.connection_id) == hello["connection_id"]
+    assert d.connection_node == hello["node"]
+    assert d.connection_ready is False
+    assert d.connection_lease_expires_at is not None
+
+
+async def test_hello_lists_the_devices_received_and_spooled_jobs_for_reconciling(
+    device_and_token, sockets
+):
+    device, token = device_and_token
+    _queued, received, spooled, printed = [await adb(submit, device) for _ in range(4)]
+    claims = {job.pk: uuid.uuid4() for job in (received, spooled, printed)}
+
+    def move():
+        from qprint.models import PrintJob
+
+        for job, status in ((received, "RECEIVED"), (spooled, "SPOOLED"), (printed, "PRINTED")):
+            PrintJob.objects.filter(pk=job.pk).update(status=status, claim_id=claims[job.pk])
+
+    await adb(move)
+    s = sockets(token)
+    await s.connect()
+    hello = await s.receive()
+    assert sorted(hello["active_jobs"], key=lambda j: j["status"]) == [
+        {"job_id": str(received.pk), "claim_id": str(claims[received.pk]), "status": "RECEIVED"},
+        {"job_id": str(spooled.pk), "claim_id": str(claims[spooled.pk]), "status": "SPOOLED"},
+    ]
+
+
+# -- frames in ------------------------------------------------------------------------------
+
+
+async def test_state_marks_connection_ready_with_applied_revisions(device_and_token, sockets):
+    device, token = device_and_token
+    await sockets(token).hello_and_ready()
+    d = await adb(row, device.pk)
+    for _ in range(50):
+        if d.connection_ready:
+            break
+        d = await adb(row, device.pk)
+    assert d.connection_ready is True
+    assert (d.control_applied_revision, d.settings_applied_revision) == (1, 1)
+
+
+async def wait_ready(device_id: int) -> None:
+    from tests.processes import wait_until
+
+    await adb(lambda: wait_until(lambda: row(device_id).connection_ready, 5, message="ready"))
+
+
+async def wait_idle(s, device_id: int) -> None:
+    """Wait until the socket has handled everything sent so far: it handles one message at a
+    time, so once the rows of a ``printers`` frame sent last exist, the frames before it (and
+    the statements they led to) are done."""
+    from tests.processes import wait_until
+
+    await s.send({"type": "printers", "printers": [{"name": "idle-marker"}]})
+    await adb(
+        lambda: wait_until(
+            lambda: DevicePrinter.objects.filter(device_id=device_id).exists(), 5, message="idle"
+        )
+    )
+
+
+async def test_idle_ping_sends_nothing_and_renews_lease(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    before = (await adb(row, device.pk)).connection_lease_expires_at
+    await s.send({"type": "ping"})
+    assert await s.nothing(0.5)
+    after = (await adb(row, device.pk)).connection_lease_expires_at
+    assert after > before
+
+
+async def test_ping_is_one_statement(device_and_token, sockets, monkeypatch):
+    # No bus for this socket: its reconcile after subscribing would be a statement of its own.
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_idle(s, device.pk)
+    statements: list[str] = []
+
+    def observe(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    await s.send({"type": "ping"})
+    assert await s.nothing(0.5)
+    assert len(statements) == 1
+    assert statements[0].lstrip().upper().startswith("UPDATE")
+
+
+def test_ping_statement_renews_and_reports_in_one_query(device_and_token):
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    device, _ = device_and_token
+    cid = uuid.uuid4()
+    connection.take(device.pk, cid, "node-a", 20)
+    submit(device)
+    api.send_command(device, "REFRESH", {})
+    with CaptureQueriesContext(db) as queries:
+        state = connection.ping(device.pk, cid, 20)
+    assert len(queries) == 1
+    assert state.job_queued and state.command_pending and state.claimed_job_id is None
+    assert (state.control_revision, state.settings_revision) == (1, 1)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        "not json",
+        "[1, 2]",
+        json.dumps({"no": "type"}),
+        json.dumps({"type": 7}),
+        json.dumps({"type": "launch"}),
+        json.dumps({"type": "hello"}),
+    ],
+    ids=["not-json", "not-object", "no-type", "type-not-string", "unknown-type", "server-frame"],
+)
+async def test_malformed_frame_closes_4400_and_changes_nothing(device_and_token, sockets, frame):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await s.send(frame)
+    error = await s.receive()
+    assert error["type"] == "error" and error["code"] == "protocol_error"
+    assert await s.receive_close() == 4400
+    d = await adb(row, device.pk)
+    assert d.connection_id is None  # the closed socket no longer holds the row
+    assert (d.control_applied_revision, d.settings_applied_revision) == (1, 1)
+
+
+async def test_binary_frame_closes_4400(device_and_token, sockets):
+    _, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.communicator.send_to(bytes_data=b"\x00\x01")
+    assert await s.receive_close() == 4400
+
+
+async def test_oversized_frame_closes_4400(device_and_token, sockets, settings):
+    settings.QPRINT = {"MAX_FRAME_BYTES": 200}
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    big = [{"name": f"printer-{i}"} for i in range(20)]
+    await s.send({"type": "printers", "printers": big})
+    assert await s.receive_close() == 4400
+    assert await adb(lambda: DevicePrinter.objects.filter(device_id=device.pk).count()) == 0
+
+
+async def test_ping_before_state_closes_4400(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.connect()
+    await s.receive()
+    await s.send({"type": "ping"})
+    assert await s.receive_close() == 4400
+    assert (await adb(row, device.pk)).connection_ready is False
+
+
+async def test_state_above_sent_revisions_closes_4400_and_records_nothing(
+    device_and_token, sockets
+):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.connect()
+    await s.receive()
+    await s.send({"type": "state", "control_revision": 2, "settings_revision": 1})
+    assert await s.receive_close() == 4400
+    d = await adb(row, device.pk)
+    assert (d.control_applied_revision, d.settings_applied_revision) == (0, 0)
+    assert d.connection_ready is False
+
+
+async def test_state_with_non_integer_revision_closes_4400(device_and_token, sockets):
+    _, token = device_and_token
+    s = sockets(token)
+    await s.connect()
+    await s.receive()
+    await s.send({"type": "state", "control_revision": "1", "settings_revision": 1})
+    assert await s.receive_close() == 4400
+
+
+async def test_printers_frame_replaces_printer_list(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send(
+        {"type": "printers", "printers": [{"name": "HP", "is_default": True}, {"name": "Zebra"}]}
+    )
+    await s.send({"type": "ping"})
+    assert await s.nothing(0.5)
+    names = await adb(
+        lambda: sorted(DevicePrinter.objects.filter(device_id=device.pk).values_list("name"))
+    )
+    assert names == [("HP",), ("Zebra",)]
+
+
+async def test_bad_printers_frame_closes_4400_and_keeps_printers(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "printers", "printers": [{"name": "HP"}]})
+    await s.send({"type": "ping"})
+    assert await s.nothing(0.5)
+    await s.send({"type": "printers", "printers": [{"status": "no name"}]})
+    assert await s.receive_close() == 4400
+    assert await adb(lambda: DevicePrinter.objects.filter(device_id=device.pk).count()) == 1
+
+
+# -- frames out -----------------------------------------------------------------------------
+
+
+async def test_job_submitted_wakes_ready_device(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(submit, device)
+    assert await s.receive() == {"type": "wake"}
+
+
+async def test_job_queued_before_connect_wakes_on_ready(device_and_token, sockets):
+    device, token = device_and_token
+    await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready()
+    assert await s.receive() == {"type": "wake"}
+
+
+async def test_lost_wakeup_is_found_by_next_ping(device_and_token, sockets, monkeypatch):
+    # No bus: its reconcile after subscribing would find the job before the ping does.
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    previous = wakeups.set_publisher(wakeups.RecordingPublisher())  # drops every wakeup
+    try:
+        await adb(submit, device)
+        assert await s.nothing(0.3)
+        await s.send({"type": "ping"})
+        assert await s.receive() == {"type": "wake"}
+    finally:
+        wakeups.set_publisher(previous)
+
+
+async def test_no_wake_while_a_claim_would_be_refused_for_an_expired_lease(
+    device_and_token, sockets
+):
+    """The socket decides ``wake`` with the claim's own gate: a lease that lapsed (the row's
+    clock, not the socket's) sends no wake, and the claim refuses ``not_connected``."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(
+        lambda: Device.objects.filter(pk=device.pk).update(
+            connection_lease_expires_at=Now() - timedelta(seconds=1)
+        )
+    )
+    await adb(submit, device)  # wakes the socket: it reads the row, finds the job, no live lease
+    with pytest.raises(GateClosed) as refused:
+        await adb(claim_next_job, device.pk)
+    assert refused.value.code == "not_connected"
+    await adb(api.update_settings, device.pk, {"tray": 2})
+    # The settings frame is the next frame: no wake was sent for either read of the row.
+    assert await s.receive() == {"type": "settings", "revision": 2, "values": {"tray": 2}}
+    assert await s.nothing(0.3)
+
+
+async def test_pause_sends_control_and_closes_gate(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(api.pause_device, device.pk)
+    control = await s.receive()
+    assert control == {"type": "control", "revision": 2, "paused": True}
+    await adb(submit, device)
+    await s.send({"type": "state", "control_revision": 2, "settings_revision": 1})
+    assert await s.nothing(0.5)  # paused: no wake
+    await adb(api.resume_device, device.pk)
+    assert await s.receive() == {"type": "control", "revision": 3, "paused": False}
+    await s.send({"type": "state", "control_revision": 3, "settings_revision": 1})
+    assert await s.receive() == {"type": "wake"}
+
+
+async def test_settings_change_sends_settings_frame(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(api.update_settings, device.pk, {"dpi": 300})
+    assert await s.receive() == {"type": "settings", "revision": 2, "values": {"dpi": 300}}
+
+
+async def test_command_is_sent_and_marked_delivered(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    command = await adb(api.send_command, device.pk, "REFRESH", {"full": True})
+    frame = await s.receive()
+    assert frame == {
+        "type": "command",
+        "command_id": str(command.pk),
+        "command_type": "REFRESH",
+        "payload": {"full": True},
+    }
+    status = await adb(lambda: DeviceCommand.objects.get(pk=command.pk).status)
+    assert status == CommandStatus.DELIVERED
+
+
+# -- close codes ----------------------------------------------------------------------------
+
+
+async def test_newer_connection_replaces_older_with_4000(device_and_token, sockets):
+    device, token = device_and_token
+    first = sockets(token)
+    await first.hello_and_ready()
+    second = sockets(token)
+    hello = await second.hello_and_ready()
+    assert await first.receive_close() == 4000
+    await second.send({"type": "ping"})
+    assert await second.nothing(0.3)
+    d = await adb(row, device.pk)
+    assert str(d.connection_id) == hello["connection_id"]
+
+
+async def test_replaced_without_bus_message_closes_4000_on_next_frame(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    # Another node took the row and its `replaced` message was lost.
+    await adb(connection.take, device.pk, uuid.uuid4(), "node-elsewhere", 20)
+    await s.send({"type": "ping"})
+    assert await s.receive_close() == 4000
+    assert (await adb(row, device.pk)).connection_node == "node-elsewhere"
+
+
+async def test_disabled_device_is_closed_4001(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(lambda: type(device).objects.filter(pk=device.pk).update(enabled=False))
+    await s.send({"type": "ping"})
+    assert await s.receive_close() == 4001
+
+
+async def test_rotated_token_closes_4001(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(api.rotate_device_token, device.pk)
+    await s.send({"type": "ping"})
+    assert await s.receive_close() == 4001
+
+
+async def test_silent_device_is_closed_4408_and_row_cleared(
+    device_and_token, sockets, short_heartbeat
+):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    assert await s.receive_close(timeout=5) == 4408
+    from tests.processes import wait_until
+
+    await adb(
+        lambda: wait_until(lambda: row(device.pk).connection_id is None, 5, message="cleared")
+    )
+
+
+async def test_pinging_device_is_not_closed(device_and_token, sockets, short_heartbeat):
+    import asyncio
+
+    _, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    for _ in range(8):  # 8 x 0.15 s = four lease lengths of 0.3 s heartbeats... pinging
+        await s.send({"type": "ping"})
+        await asyncio.sleep(0.15)
+    assert await s.nothing(0.1)
+
+
+async def test_client_close_clears_row(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await s.close()
+    d = await adb(row, device.pk)
+    assert d.connection_id is None and d.connection_ready is False
+
+
+async def test_draining_node_closes_sockets_4003_and_refuses_new(
+    device_and_token, sockets, monkeypatch, settings
+):
+    settings.QPRINT = {"DRAIN_SPREAD_SECONDS": 0.2}
+    _device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    status = {"value": "UP"}
+    monkeypatch.setattr(
+        drain.cluster, "node_is_draining", lambda node: status["value"] in ("DRAINING", "STOPPED")
+    )
+    status["value"] = "DRAINING"
+    await drain.current().check()
+    assert await s.receive_close() == 4003
+    with pytest.raises(consumer.UpgradeFailed, match="draining"):
+        await sockets(token).connect(timeout=0.5)
+    status["value"] = "UP"
+    await drain.current().check()
+    connected, _ = await sockets(token).connect()
+    assert connected
+
+
+async def test_bus_coming_back_reconciles_every_socket(device_factory, sockets):
+    pairs = [await adb(device_factory) for _ in range(3)]
+    opened = []
+    for device, token in pairs:
+        s = sockets(token)
+        await s.hello_and_ready()
+        await wait_ready(device.pk)
+        opened.append(s)
+    previous = wakeups.set_publisher(wakeups.RecordingPublisher())  # the outage loses wakeups
+    try:
+        for device, _ in pairs:
+            await adb(submit, device)
+        device_bus = bus.current()
+        device_bus._set_down("test")
+        device_bus._set_up()
+        for s in opened:
+            assert await s.receive() == {"type": "wake"}
+    finally:
+        wakeups.set_publisher(previous)
