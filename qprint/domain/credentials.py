@@ -6,6 +6,10 @@ defends low-entropy human passwords against guessing; against a 256-bit random s
 SHA-256 is already beyond brute force, and it lets every request find its credential with one
 indexed lookup instead of a KDF run per request. The stored hash is compared again with
 ``hmac.compare_digest`` so the final check does not leak timing.
+
+The one way in: :func:`authenticate_device` (the HTTP API, the socket upgrade, any new transport)
+and :func:`authenticate_application` take the presented secret (read by :func:`bearer_secret`)
+and the real client address, and answer the principal or the refusal (401, 403, 429).
 """
 
 import hashlib
