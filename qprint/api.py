@@ -16,6 +16,7 @@ This module is a facade: each name lives in the domain module that owns its rule
 """
 
 from qprint.domain.claim import Assignment, claim_next_job
+from qprint.domain.cloudprnt import forget_printer
 from qprint.domain.commands import pending_commands, send_command
 from qprint.domain.commands import record_result as record_command_result
 from qprint.domain.credentials import (
@@ -61,6 +62,7 @@ __all__ = [
     "device_summary",
     "disable_device",
     "enable_device",
+    "forget_printer",
     "get_device",
     "get_job",
     "list_devices",

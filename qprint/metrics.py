@@ -108,7 +108,28 @@ RECONCILES = Counter(
     registry=PROCESS,
 )
 
+CLOUDPRNT_REQUESTS = Counter(
+    "qprint_cloudprnt_requests",
+    "CloudPRNT requests answered here, by request (poll, job, confirm) and HTTP status, and for a "
+    "poll whether a job was offered (answer: job, none, or the error code).",
+    ["request", "status", "answer"],
+    registry=PROCESS,
+)
+CLOUDPRNT_SECONDS = Histogram(
+    "qprint_cloudprnt_duration_seconds",
+    "Time spent answering a CloudPRNT request here (authentication included), by request.",
+    ["request"],
+    buckets=_HTTP_BUCKETS,
+    registry=PROCESS,
+)
+
 # -- instrumentation points -----------------------------------------------------------------
+
+
+def cloudprnt_answered(request: str, started: float, status: int, answer: str) -> None:
+    """A CloudPRNT request was answered (the transport calls it once per request)."""
+    CLOUDPRNT_REQUESTS.labels(request, str(status), answer).inc()
+    CLOUDPRNT_SECONDS.labels(request).observe(time.perf_counter() - started)
 
 
 def _answer_of(response: Any, answers: dict[int, str]) -> str:
@@ -390,7 +411,23 @@ class DatabaseCollector(Collector):
             "Age of the oldest webhook delivery not yet delivered (0: none).",
             value=figures.oldest_undelivered_seconds,
         )
-        return [connections, jobs, oldest, offline_family, deliveries, undelivered]
+        from qprint.models import DeviceKind, DevicePrinter
+
+        printers = GaugeMetricFamily(
+            "qprint_cloudprnt_printers",
+            "CloudPRNT printers by the state their last poll reported (idle, processing, "
+            "stopped) and its status code (410: out of paper, 420: cover open, ...).",
+            labels=["state", "code"],
+        )
+        states = (
+            DevicePrinter.objects.filter(device__kind=DeviceKind.CLOUDPRNT)
+            .values_list("status", "capabilities__status_code")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        for state, code, count in sorted(states, key=lambda r: (r[0], str(r[1]))):
+            printers.add_metric([state or "", str(code or "")], count)
+        return [connections, jobs, oldest, offline_family, deliveries, undelivered, printers]
 
 
 def registry() -> CollectorRegistry:

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import DurationField, ExpressionWrapper, F, QuerySet
+from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -40,7 +40,9 @@ class DeviceAdmin(admin.ModelAdmin):
     list_display = (
         "name",
         "tenant",
+        "kind",
         "online",
+        "printer_state",
         "node",
         "ready",
         "paused",
@@ -49,7 +51,7 @@ class DeviceAdmin(admin.ModelAdmin):
         "claim_gate",
         "last_seen_at",
     )
-    list_filter = ("tenant", "enabled", "paused")
+    list_filter = ("tenant", "kind", "enabled", "paused")
     search_fields = ("name", "tenant", "description")
     ordering = ("tenant", "name")
     change_form_template = "admin/qprint/device/change_form.html"
@@ -60,10 +62,13 @@ class DeviceAdmin(admin.ModelAdmin):
         "send_test_page",
         "disable_devices",
         "enable_devices",
+        "forget_printers",
     )
-    add_fields = ("tenant", "name", "description")
+    add_fields = ("tenant", "name", "kind", "description")
     editable_fields = ("description",)
     state_fields = (
+        "kind",
+        "printer_mac",
         "enabled",
         "paused",
         "control_revision",
@@ -99,6 +104,12 @@ class DeviceAdmin(admin.ModelAdmin):
             _("The device is disconnected and may not claim until enabled. Disable it?"),
         ),
         ("enable_devices", _("Enable"), lambda d: not d.enabled, ""),
+        (
+            "forget_printers",
+            _("Forget the printer"),
+            lambda d: bool(d.printer_mac),
+            _("The next printer to poll with this device's token is bound to it. Forget it?"),
+        ),
     )
     #: How many queued and recent jobs a device's page lists.
     console_rows = 10
@@ -113,7 +124,15 @@ class DeviceAdmin(admin.ModelAdmin):
             .get_queryset(request)
             .with_liveness()
             .with_queue_depth()
-            .annotate(lease_left=lease_left, seen_ago=seen_ago)
+            .annotate(
+                lease_left=lease_left,
+                seen_ago=seen_ago,
+                printer_status=Subquery(
+                    DevicePrinter.objects.filter(device=OuterRef("pk"))
+                    .order_by("-is_default", "name")
+                    .values("status")[:1]
+                ),
+            )
         )
 
     def get_fields(self, request, obj=None):
@@ -218,6 +237,11 @@ class DeviceAdmin(admin.ModelAdmin):
     def ready(self, device: Device) -> bool:
         return bool(device.connection_live and device.connection_ready)
 
+    @admin.display(description=_("printer"))
+    def printer_state(self, device: Device) -> str:
+        """The state the device's (default) printer last reported (a CloudPRNT printer's poll)."""
+        return getattr(device, "printer_status", None) or ""
+
     @admin.display(description=_("queue depth"), ordering="queue_depth")
     def queue_depth(self, device: Device) -> int:
         return device.queue_depth
@@ -236,7 +260,9 @@ class DeviceAdmin(admin.ModelAdmin):
             if changed:
                 obj.save(update_fields=changed)
             return
-        device, token = api.create_device(obj.tenant, obj.name, description=obj.description)
+        device, token = api.create_device(
+            obj.tenant, obj.name, description=obj.description, kind=obj.kind
+        )
         obj.pk = device.pk
         obj.token_hash = device.token_hash
         request._qprint_new_secret = token
@@ -276,6 +302,23 @@ class DeviceAdmin(admin.ModelAdmin):
         secrets = [(device, api.rotate_device_token(device)) for device in queryset]
         return show_secrets_once(
             self, request, secrets, title=_("New device tokens"), secret_label=_("token")
+        )
+
+    @admin.action(
+        description=_("Forget the printer (a CloudPRNT device binds the next one)"),
+        permissions=["change"],
+    )
+    def forget_printers(self, request, queryset):
+        apply_to_all(
+            self,
+            request,
+            queryset.exclude(printer_mac=""),
+            api.forget_printer,
+            ngettext_lazy(
+                "Forgot the printer of %(count)d device.",
+                "Forgot the printers of %(count)d devices.",
+                "count",
+            ),
         )
 
     @admin.action(description=_("Send a test page"), permissions=["change"])

@@ -19,6 +19,8 @@
   of host names, addresses or networks.
 - ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
 - ``qprint.E020``: ``TRUSTED_PROXIES`` is not a list of addresses or networks (CIDR).
+- ``qprint.E021``: ``RENDER_MEMORY_BYTES`` is below 64 MiB, too little for a render worker to load
+  PDFium (every preview and fit check would fail; docs/DOCUMENTS.md).
 """
 
 import ipaddress
@@ -41,6 +43,12 @@ POSITIVE_INTEGERS = (
     "HTTP_DB_THREADS",
     "WEBHOOK_MAX_IN_FLIGHT",
     "MAX_WAITS_PER_KEY",
+    "CLOUDPRNT_MAX_POLL_BYTES",
+    "RENDER_WORKERS",
+    "RENDER_MEMORY_BYTES",
+    "RENDER_MAX_PAGES",
+    "RENDER_MAX_PIXELS",
+    "RENDER_CACHE_BYTES",
 )
 #: Input limits and the authentication throttle (docs/SECURITY.md, "Limits"): ``qprint.E009``.
 LIMITS = (
@@ -64,7 +72,12 @@ POSITIVE_NUMBERS = (
     "OVERVIEW_REFRESH_SECONDS",
     "JOB_WAIT_RECHECK_SECONDS",
     "STUCK_JOB_SECONDS",
+    "CLOUDPRNT_POLL_SECONDS",
+    "CLOUDPRNT_CONFIRM_SECONDS",
+    "RENDER_TIMEOUT_SECONDS",
 )
+#: Below this a render worker cannot even load PDFium (``qprint.E021``).
+MIN_RENDER_MEMORY_BYTES = 64 * 1024 * 1024
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 
 
@@ -161,6 +174,17 @@ def check_qprint_settings(app_configs=None, **kwargs) -> list[checks.CheckMessag
             checks.Error(
                 f"QPRINT['MAX_JSON_DEPTH'] is {depth}; the most is {MAX_JSON_DEPTH_CEILING}.",
                 id="qprint.E010",
+            )
+        )
+
+    memory = user.get("RENDER_MEMORY_BYTES", DEFAULTS["RENDER_MEMORY_BYTES"])
+    if _is_int(memory) and 0 < memory < MIN_RENDER_MEMORY_BYTES:
+        errors.append(
+            checks.Error(
+                f"QPRINT['RENDER_MEMORY_BYTES'] is {memory}; a render worker needs at least "
+                f"{MIN_RENDER_MEMORY_BYTES} (64 MiB) to load PDFium.",
+                hint="The default is 512 MiB; see docs/DOCUMENTS.md.",
+                id="qprint.E021",
             )
         )
 

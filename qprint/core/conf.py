@@ -20,8 +20,9 @@ DEFAULTS: dict[str, Any] = {
     "JOB_TTL_SECONDS": 86400,
     # Final jobs older than this are deleted by the retention task.
     "JOB_RETENTION_DAYS": 30,
-    # Where documents live (dotted path): qprint.documents.DatabaseDocuments or StorageDocuments.
-    "DOCUMENT_BACKEND": "qprint.documents.DatabaseDocuments",
+    # Where documents live (dotted path): qprint.documents.storage.DatabaseDocuments or
+    # qprint.documents.storage.StorageDocuments.
+    "DOCUMENT_BACKEND": "qprint.documents.storage.DatabaseDocuments",
     # The STORAGES alias StorageDocuments writes to.
     "DOCUMENT_STORAGE": "default",
     # Device socket: a text frame larger than this closes the socket with 4400.
@@ -95,7 +96,31 @@ DEFAULTS: dict[str, Any] = {
         "application/x-epl",
         "application/vnd.escpos",  # ESC/POS receipt printers
         "application/x-escpos",
+        # Star receipt printers' own languages (CloudPRNT devices take them as they are)
+        "application/vnd.star.starprnt",
+        "application/vnd.star.line",
+        "application/vnd.star.starprntcore",
     ),
+    # CloudPRNT printers (docs/CLOUDPRNT.md): the poll interval to set on the printer, and assumed
+    # until the printer reports its own; a printer is live while it polled within 3 intervals.
+    "CLOUDPRNT_POLL_SECONDS": 5,
+    # CloudPRNT: a job the printer fetched and did not confirm within this many seconds ends
+    # OUTCOME_UNKNOWN (never offered again).
+    "CLOUDPRNT_CONFIRM_SECONDS": 120,
+    # CloudPRNT: the largest poll body accepted (413 above).
+    "CLOUDPRNT_MAX_POLL_BYTES": 16 * 1024,
+    # Documents (docs/DOCUMENTS.md, "Bounds"): render worker processes per node process, ...
+    "RENDER_WORKERS": 2,
+    # ... the seconds one document may take (then its worker is killed: 422 render_too_slow), ...
+    "RENDER_TIMEOUT_SECONDS": 10,
+    # ... the address space of one worker (more: 422 too_much_memory or render_failed), ...
+    "RENDER_MEMORY_BYTES": 512 * 1024 * 1024,
+    # ... the pages a document may have to be rendered or checked (422 too_many_pages), ...
+    "RENDER_MAX_PAGES": 1000,
+    # ... the pixels of one drawn page or source image (422 too_many_pixels), ...
+    "RENDER_MAX_PIXELS": 25_000_000,
+    # ... and the bytes of rendered pages each node process keeps (least recently used out).
+    "RENDER_CACHE_BYTES": 32 * 1024 * 1024,
     # The admin's "stuck" job filter: RECEIVED or SPOOLED for longer than this many seconds.
     "STUCK_JOB_SECONDS": 3600,
 }

@@ -15,6 +15,10 @@ applied. This module is the only writer of those four columns, and every write i
   heartbeat.
 - :func:`mark_ready` - record the revisions the device applied and mark the connection ready.
 - :func:`clear` - forget the connection on close.
+- :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is no socket, the polling
+  is the connection. A live connection from the printer's bound MAC renews its lease in one
+  statement; otherwise the poll takes the row (and binds ``printer_mac`` when none is bound).
+  ``printer_mac`` is written here only (:func:`poll`, :func:`forget_printer`).
 
 Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``: a statement that
 matches no row means another connection took the device, and the caller closes with 4000
@@ -257,6 +261,116 @@ def clear(device_id: int, connection_id: uuid.UUID) -> bool:
         if cleared:
             announce()
     return cleared
+
+
+class MacRefused(Exception):
+    """A CloudPRNT poll from another MAC address than the one the device is bound to."""
+
+    def __init__(self, bound: str) -> None:
+        super().__init__(f"the device is bound to printer {bound}")
+        self.bound = bound
+
+
+@dataclass(frozen=True)
+class Polled:
+    """What a CloudPRNT poll's statement returns: the row's state (the claim gate's inputs, a
+    held or claimable job), whether this poll took the connection (it was not live), and the
+    printer's row as stored (``None`` before its first report)."""
+
+    state: DeviceState
+    taken: bool
+    printer_status: str | None
+    printer_capabilities: dict[str, Any] | None
+
+
+def _poll_columns() -> str:
+    t = raw.tables()
+    d, p = t["device"], t["printer"]
+    return f"""{_state_columns()},
+        (SELECT p.status FROM {p} p WHERE p.device_id = {d}.id
+         ORDER BY p.is_default DESC, p.id LIMIT 1) AS printer_status,
+        (SELECT p.capabilities FROM {p} p WHERE p.device_id = {d}.id
+         ORDER BY p.is_default DESC, p.id LIMIT 1) AS printer_capabilities"""
+
+
+def _polled(row: tuple, taken: bool) -> Polled:
+    capabilities = sql.json_value(row[13]) if row[13] is not None else None
+    return Polled(
+        state=_state(row[:12]),
+        taken=taken,
+        printer_status=row[12],
+        printer_capabilities=capabilities,
+    )
+
+
+def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
+    """A CloudPRNT printer polled: its connection is the polling itself (docs/CLOUDPRNT.md).
+
+    The common case is ONE statement: a live connection from the bound MAC renews its lease
+    (``3 x poll_seconds``) and returns the state a claim needs. Otherwise (the first poll, or the
+    first after the lease ran out) the row is taken: a new ``connection_id``, ready at once (a
+    printer has nothing to apply: the server applies control and settings for it, so the applied
+    revisions are the current ones), the MAC bound when none is, and ``device.connected``
+    announced. A poll from another MAC than the bound one changes nothing: :class:`MacRefused`.
+    """
+    t = raw.tables()
+    d = t["device"]
+    lease = lease_seconds(poll_seconds)
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {d} SET
+                connection_node = %s, connection_ready = {sql.true()},
+                control_applied_revision = control_revision,
+                settings_applied_revision = settings_revision,
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+            WHERE id = %s AND printer_mac = %s AND {raw.live_connection(d)}
+            RETURNING {_poll_columns()}
+            """,
+            [node, lease, device_id, mac],
+        )
+        row = cursor.fetchone()
+    if row is not None:
+        return _polled(row, taken=False)
+    with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {d} SET
+                connection_id = %s, connection_node = %s, connection_ready = {sql.true()},
+                control_applied_revision = control_revision,
+                settings_applied_revision = settings_revision,
+                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+                connection_since = {sql.now()},
+                printer_mac = CASE WHEN printer_mac = '' THEN %s ELSE printer_mac END
+            WHERE id = %s AND (printer_mac = '' OR printer_mac = %s)
+            RETURNING {_poll_columns()}
+            """,
+            [sql.uuid_param(uuid.uuid4()), node, lease, mac, device_id, mac],
+        )
+        row = cursor.fetchone()
+        if row is not None:
+            announce()
+    if row is None:
+        bound = Device.objects.filter(pk=device_id).values_list("printer_mac", flat=True).first()
+        raise MacRefused(bound or "")
+    return _polled(row, taken=True)
+
+
+def forget_printer(device_id: int) -> bool:
+    """Unbind a CloudPRNT device's printer (a replaced printer): the next poll, from any MAC,
+    binds again. The connection is forgotten with it. False when the device does not exist."""
+    t = raw.tables()
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {t["device"]} SET
+                printer_mac = '', connection_id = NULL, connection_node = '',
+                connection_ready = {sql.false()}, connection_lease_expires_at = NULL
+            WHERE id = %s
+            """,
+            [device_id],
+        )
+        return cursor.rowcount == 1
 
 
 def read_settings(device_id: int, connection_id: uuid.UUID) -> tuple[int, dict[str, Any]]:

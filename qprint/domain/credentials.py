@@ -12,6 +12,7 @@ and :func:`authenticate_application` take the presented secret (read by :func:`b
 and the real client address, and answer the principal or the refusal (401, 403, 429).
 """
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -29,7 +30,7 @@ from qprint.core.errors import Conflict, Disabled, Invalid, NotFound, Unauthoriz
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.domain import throttle
 from qprint.domain.wakeups import wake_after_commit
-from qprint.models import ApplicationKey, Device
+from qprint.models import ApplicationKey, Device, DeviceKind
 
 logger = logging.getLogger("qprint.credentials")
 
@@ -70,14 +71,18 @@ def bearer_secret(header: str | None) -> str:
     return secret.strip() if scheme.lower() == "bearer" else ""
 
 
-def device_for_token(token: str) -> Device | None:
-    """The device this token belongs to, enabled or not (:func:`authenticate_device` says 403
-    when disabled). No throttle: use :func:`authenticate_device` for a presented secret."""
+def device_for_token(token: str, *, kind: str = DeviceKind.AGENT) -> Device | None:
+    """The device of ``kind`` this token belongs to, enabled or not (:func:`authenticate_device`
+    says 403 when disabled). A token of a device of another kind is answered as an unknown one: a
+    CloudPRNT printer's token opens no socket and an agent's token polls no CloudPRNT endpoint.
+    No throttle: use :func:`authenticate_device` for a presented secret."""
     if not token:
         return None
     digest = hash_secret(token)
     device = _DEVICE_BY_TOKEN.first(digest=digest)
     if device is None or not hmac.compare_digest(device.token_hash, digest):
+        return None
+    if device.kind != kind:
         return None
     return device
 
@@ -131,14 +136,16 @@ def authenticate(source: str, secret: str, lookup: Callable[[str], Any], kind: s
     return None
 
 
-def authenticate_device(secret: str, *, source: str) -> Device:
+def authenticate_device(secret: str, *, source: str, kind: str = DeviceKind.AGENT) -> Device:
     """The one way in for a device (HTTP API, socket upgrade): the enabled device holding
     ``secret``, compared in constant time. Raises :class:`~qprint.core.errors.Unauthorized`
     (401) for an unknown or revoked token, :class:`~qprint.core.errors.RateLimited` (429) for one
     from an address or with a prefix that failed too often, :class:`~qprint.core.errors.Disabled`
     (403) for a device that is disabled. ``source``: the real client address
-    (:func:`throttle.client_address`)."""
-    device = authenticate(source, secret, device_for_token, "device")
+    (:func:`throttle.client_address`); ``kind``: the transport's kind of device (a token of
+    another kind is an unknown token: an agent's opens no CloudPRNT poll and vice versa)."""
+    lookup = functools.partial(device_for_token, kind=kind)
+    device = authenticate(source, secret, lookup, "device" if kind == DeviceKind.AGENT else kind)
     if device is None:
         raise Unauthorized()
     if not device.enabled:
@@ -176,11 +183,16 @@ def _device_id(device: Device | int) -> int:
     return device.pk if isinstance(device, Device) else int(device)
 
 
-def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Device, str]:
-    """Register a device; returns it and its token (shown once, only its hash is stored)."""
+def create_device(
+    tenant: str, name: str, *, description: str = "", kind: str = DeviceKind.AGENT
+) -> tuple[Device, str]:
+    """Register a device of ``kind`` (``agent``, ``cloudprnt``: fixed from then on); returns it
+    and its token (shown once, only its hash is stored)."""
     tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
+    if kind not in DeviceKind.values:
+        raise Invalid(message=f"kind: must be one of {', '.join(DeviceKind.values)}.")
     description = inputs.text("description", description, 10000)
     token = new_secret()
     try:
@@ -190,10 +202,11 @@ def create_device(tenant: str, name: str, *, description: str = "") -> tuple[Dev
                 name=name,
                 description=description,
                 token_hash=hash_secret(token),
+                kind=kind,
             )
     except IntegrityError:
         raise Conflict("device_exists", f"Device {tenant}/{name} already exists.") from None
-    logger.info("device_created device=%s", device)
+    logger.info("device_created device=%s kind=%s", device, kind)
     return device, token
 
 

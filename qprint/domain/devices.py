@@ -44,6 +44,7 @@ class DeviceSummary:
 
     name: str
     description: str
+    kind: str
     enabled: bool
     online: bool
     ready: bool
@@ -63,6 +64,7 @@ class DeviceSummary:
         return cls(
             name=device.name,
             description=device.description,
+            kind=device.kind,
             enabled=device.enabled,
             online=online,
             ready=online and device.connection_ready,
@@ -203,6 +205,39 @@ def replace_printers(
         DevicePrinter.objects.filter(device_id=device_id).delete()
         created = DevicePrinter.objects.bulk_create(rows)
     return created
+
+
+def keep_printer(
+    device_id: int, name: str, status: str, capabilities: dict[str, Any]
+) -> DevicePrinter:
+    """Record one printer of a device as it is now (a CloudPRNT printer reports itself at each
+    poll; the caller writes only what changed). The device's only printer is its default."""
+    capabilities = inputs.json_object(
+        "capabilities", capabilities, qprint_settings.MAX_DETAIL_BYTES
+    )
+    printer, _created = DevicePrinter.objects.update_or_create(
+        device_id=device_id,
+        name=name,
+        defaults={
+            "status": status[:PRINTER_STATUS_MAX_LENGTH],
+            "capabilities": capabilities,
+            "is_default": True,
+        },
+    )
+    return printer
+
+
+def keep_agent_info(device_id: int, info: dict[str, Any]) -> None:
+    """Merge what a device said of itself (a CloudPRNT printer: model, firmware, poll interval)
+    into its ``agent_info``."""
+    with transaction.atomic():
+        device = Device.objects.select_for_update(no_key=True).filter(pk=device_id).first()
+        if device is None:
+            raise NotFound("unknown_device", "No such device.")
+        merged = {**(device.agent_info or {}), **info}
+        merged = inputs.json_object("agent_info", merged, qprint_settings.MAX_DETAIL_BYTES)
+        if merged != device.agent_info:
+            Device.objects.filter(pk=device_id).update(agent_info=merged)
 
 
 def set_device_enabled(device: Device | int, enabled: bool) -> Device:

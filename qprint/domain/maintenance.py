@@ -3,6 +3,9 @@
 - :func:`expire_jobs`: a job whose ``expires_at`` passed (database clock) before the device
   received it moves QUEUED/CLAIMED -> EXPIRED with a server event. Each job is re-checked under its
   row lock, so a job the device reported RECEIVED meanwhile is left alone.
+- :func:`qprint.domain.cloudprnt.expire_unconfirmed` (run with the job expiry): a job a CloudPRNT
+  printer fetched and did not confirm within ``QPRINT["CLOUDPRNT_CONFIRM_SECONDS"]`` ends
+  OUTCOME_UNKNOWN.
 - :func:`qprint.domain.commands.expire_commands` (run with the job expiry): a device command
   still PENDING or DELIVERED ``JOB_TTL_SECONDS`` after it was created is EXPIRED.
 - :func:`delete_old_jobs`: final jobs whose ``finished_at`` is older than
@@ -18,11 +21,11 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint import documents
 from qprint.core import cluster
 from qprint.core.conf import qprint_settings
 from qprint.core.states import EXPIRABLE, FINAL, JobStatus
-from qprint.domain import commands, events, throttle
+from qprint.documents import storage
+from qprint.domain import cloudprnt, commands, events, throttle
 from qprint.models import PrintJob
 
 logger = logging.getLogger("qprint.maintenance")
@@ -64,8 +67,9 @@ def expire_jobs(batch: int = BATCH) -> int:
 
 
 def expire() -> None:
-    """The periodic expiry task: jobs, then commands."""
+    """The periodic expiry task: jobs, unconfirmed CloudPRNT jobs, then commands."""
     expire_jobs()
+    cloudprnt.expire_unconfirmed()
     commands.expire_commands()
 
 
@@ -83,7 +87,7 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
         if not old:
             break
         with transaction.atomic():
-            documents.delete_documents(old)
+            storage.delete_documents(old)
             _count, per_model = PrintJob.objects.filter(
                 pk__in=old, status__in=FINAL, finished_at__lt=cutoff
             ).delete()

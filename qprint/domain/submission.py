@@ -34,7 +34,7 @@ from qprint.core.errors import (
 )
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
-from qprint.domain import events, formats, jobs
+from qprint.domain import cloudprnt, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, EventSource, PrintJob
 
@@ -113,6 +113,7 @@ def submit_job(
         else None
     )
     formats.check_options(reported, content_type, options)
+    cloudprnt.check_submission(target, content_type, options)
 
     with transaction.atomic():
         fields = {

@@ -1,7 +1,7 @@
 """qprint's models, one module per concept."""
 
 from qprint.models.commands import CommandStatus, DeviceCommand
-from qprint.models.devices import Device, DevicePrinter
+from qprint.models.devices import Device, DeviceKind, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
 from qprint.models.throttle import AuthFailureCount
@@ -14,6 +14,7 @@ __all__ = [
     "DeliveryStatus",
     "Device",
     "DeviceCommand",
+    "DeviceKind",
     "DevicePrinter",
     "EventSource",
     "PrintDocument",

@@ -12,6 +12,15 @@ from django.utils.translation import gettext_lazy as _
 from qprint.models.querysets import DeviceQuerySet
 
 
+class DeviceKind(models.TextChoices):
+    """How a device reaches the server: a print agent holding the socket (or the device HTTP API),
+    or a printer polling by itself over Star's CloudPRNT (docs/CLOUDPRNT.md). Set when the device
+    is made."""
+
+    AGENT = "agent", _("print agent")
+    CLOUDPRNT = "cloudprnt", _("CloudPRNT printer")
+
+
 class Device(models.Model):
     tenant = models.CharField(_("tenant"), max_length=100, db_index=True)
     name = models.CharField(_("name"), max_length=150)
@@ -23,6 +32,16 @@ class Device(models.Model):
         help_text=_("SHA-256 of the device token; the token itself is never stored."),
     )
     enabled = models.BooleanField(_("enabled"), default=True)
+    kind = models.CharField(
+        _("kind"),
+        max_length=20,
+        choices=DeviceKind.choices,
+        default=DeviceKind.AGENT,
+        help_text=_("How the device reaches the server; set when the device is made."),
+    )
+    # CloudPRNT: the printer's MAC address, bound by its first poll (written by the connection
+    # record's poll statement only); empty until then, and again after "forget the printer".
+    printer_mac = models.CharField(_("printer MAC"), max_length=32, blank=True, default="")
 
     # Control: the device applies it and reports the revision it applied.
     paused = models.BooleanField(_("paused"), default=False)

@@ -107,6 +107,12 @@ class PrintJob(models.Model):
                 "created_at",
                 name="qprint_job_next_idx",
             ),
+            # The unconfirmed sweep (CloudPRNT): RECEIVED jobs by when they were fetched.
+            models.Index(
+                fields=["received_at"],
+                condition=Q(status="RECEIVED"),
+                name="qprint_job_received_at_idx",
+            ),
             # Expiry sweep: unfinished jobs by expiry.
             models.Index(
                 fields=["expires_at"],
@@ -146,7 +152,8 @@ class PrintJob(models.Model):
 
 
 class PrintDocument(models.Model):
-    """The job's bytes, in the database so every node can serve them (see ``qprint.documents``)."""
+    """The job's bytes, in the database so every node can serve them (see
+    ``qprint.documents.storage``)."""
 
     job = models.OneToOneField(
         PrintJob,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from qprint.core.sql import now
 from qprint.models.commands import DeviceCommand
-from qprint.models.devices import Device
+from qprint.models.devices import Device, DevicePrinter
 from qprint.models.jobs import PrintJob
 
 
@@ -20,6 +20,7 @@ def tables() -> dict[str, str]:
         "device": Device._meta.db_table,
         "job": PrintJob._meta.db_table,
         "command": DeviceCommand._meta.db_table,
+        "printer": DevicePrinter._meta.db_table,
     }
 
 

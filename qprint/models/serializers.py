@@ -108,6 +108,7 @@ def device_object(summary) -> dict[str, Any]:
     return {
         "name": summary.name,
         "description": summary.description,
+        "kind": summary.kind,
         "enabled": summary.enabled,
         "online": summary.online,
         "ready": summary.ready,

@@ -112,6 +112,10 @@ def _serve(
         )
 
 
+#: The same answer for another transport of HTTP (the CloudPRNT endpoint).
+serve = _serve
+
+
 def _not_allowed(request: HttpRequest, allowed: tuple[str, ...]) -> HttpResponse | None:
     if request.method in allowed:
         return None

@@ -22,7 +22,9 @@ JOB_EVENT_TYPES = (
 )
 DEVICE_CONNECTED = "device.connected"
 DEVICE_DISCONNECTED = "device.disconnected"
-DEVICE_EVENT_TYPES = (DEVICE_CONNECTED, DEVICE_DISCONNECTED)
+#: A CloudPRNT printer's state changed (paper out, cover open, back to idle: docs/CLOUDPRNT.md).
+DEVICE_PRINTER_STATE = "device.printer_state"
+DEVICE_EVENT_TYPES = (DEVICE_CONNECTED, DEVICE_DISCONNECTED, DEVICE_PRINTER_STATE)
 EVENT_TYPES = JOB_EVENT_TYPES + DEVICE_EVENT_TYPES
 #: The event ``POST api/v1/webhooks/<id>/test`` sends (never asked for, always sent on request).
 TEST_EVENT = "webhook.test"

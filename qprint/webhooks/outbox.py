@@ -42,9 +42,16 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from qprint.domain import devices
-from qprint.models import DeliveryStatus, Device, PrintJob, WebhookDelivery, WebhookEndpoint
-from qprint.models.serializers import device_object, job_object, timestamp
-from qprint.webhooks import TEST_EVENT, job_event_type, notify
+from qprint.models import (
+    DeliveryStatus,
+    Device,
+    DevicePrinter,
+    PrintJob,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
+from qprint.models.serializers import device_object, job_object, printer_object, timestamp
+from qprint.webhooks import DEVICE_PRINTER_STATE, TEST_EVENT, job_event_type, notify
 
 logger = logging.getLogger("qprint.webhooks")
 
@@ -110,6 +117,18 @@ def announce_job(job_id: uuid.UUID, tenant: str, status: str, *, subscribed: boo
 def _device_data(device_id: int) -> dict[str, Any]:
     device = Device.objects.only("tenant", "name").get(pk=device_id)
     return {"device": device_object(devices.device_summary(device.tenant, device.name))}
+
+
+def announce_printer_state(device_id: int, tenant: str, printer: DevicePrinter) -> None:
+    """Inside the transaction that recorded a printer's new state: a ``device.printer_state``
+    delivery per endpoint of ``tenant`` that wants it, ``{"device": ..., "printer": ...}``."""
+    endpoints = _endpoints_wanting(Q(tenant=tenant), DEVICE_PRINTER_STATE)
+    if endpoints:
+        _insert(
+            endpoints,
+            DEVICE_PRINTER_STATE,
+            {**_device_data(device_id), "printer": printer_object(printer)},
+        )
 
 
 @contextlib.contextmanager

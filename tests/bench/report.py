@@ -157,6 +157,16 @@ FIGURES = [
     ("claims at once: most sessions waiting on a lock, share of samples with any",
      "claims_at_once",
      [("figures", "lock_waiters_most"), ("figures", "lock_wait_sample_share")], ""),
+    ("CloudPRNT, 200 printers every 5 s: polls/s, p50 / p99 (ms), node CPU per poll (ms), "
+     "statements per poll", "cloudprnt_polls",
+     [("figures", "steady_polls_per_s"), ("figures", "steady_latency", "p50_ms"),
+      ("figures", "steady_latency", "p99_ms"), ("figures", "node_cpu_ms_per_poll"),
+      ("figures", "statements_per_poll")], ""),
+    ("CloudPRNT, 200 printers at once: polls/s served, node CPU per poll (ms), "
+     "all answered p50 (ms)",
+     "cloudprnt_polls",
+     [("figures", "burst_polls_per_s"), ("figures", "burst_node_cpu_ms_per_poll"),
+      ("figures", "burst_all_answered_ms", "p50_ms")], ""),
 ]  # fmt: skip
 
 

@@ -337,7 +337,7 @@ def test_documents_can_live_in_a_django_storage(device, tmp_path, settings):
         },
     }
     settings.QPRINT = {
-        "DOCUMENT_BACKEND": "qprint.documents.StorageDocuments",
+        "DOCUMENT_BACKEND": "qprint.documents.storage.StorageDocuments",
         "DOCUMENT_STORAGE": "print-documents",
     }
     job = submit(device)

@@ -18,6 +18,19 @@ class Command(BaseCommand):
         actions.required = True
         create = actions.add_parser("create", help="Register a device and print its token.")
         create.add_argument("--description", default="")
+        create.add_argument(
+            "--kind",
+            choices=("agent", "cloudprnt"),
+            default="agent",
+            help="agent (the default): a print agent connects; cloudprnt: a Star CloudPRNT "
+            "printer polls by itself (docs/CLOUDPRNT.md).",
+        )
+        create.add_argument(
+            "--server",
+            default="https://<this server>",
+            help="The server's address as the printer reaches it (for --kind cloudprnt), "
+            "e.g. https://print.example.com.",
+        )
         rotate = actions.add_parser("rotate-token", help="Replace the device's token.")
         disable = actions.add_parser("disable", help="Disable a device (it can no longer claim).")
         enable = actions.add_parser("enable", help="Enable a disabled device.")
@@ -31,9 +44,14 @@ class Command(BaseCommand):
         try:
             if action == "create":
                 device, token = api.create_device(
-                    options["tenant"], options["name"], description=options["description"]
+                    options["tenant"],
+                    options["name"],
+                    description=options["description"],
+                    kind=options["kind"],
                 )
-                self.stdout.write(f"Created device {device} (id {device.pk}).")
+                self.stdout.write(f"Created device {device} (id {device.pk}, kind {device.kind}).")
+                if device.kind == "cloudprnt":
+                    self._cloudprnt_settings(device, options["server"])
                 self.stdout.write("Its token, shown only this once:")
                 self.stdout.write(token)
             elif action == "rotate-token":
@@ -53,6 +71,24 @@ class Command(BaseCommand):
         except QPrintError as err:
             raise CommandError(err.message) from err
 
+    def _cloudprnt_settings(self, device, server: str) -> None:
+        """What to type into the printer's CloudPRNT settings (its web page or Star's app)."""
+        from django.urls import reverse
+
+        from qprint.core.conf import qprint_settings
+
+        url = server.rstrip("/") + reverse("qprint:cloudprnt")
+        self.stdout.write("Type into the printer's CloudPRNT settings:")
+        self.stdout.write("  CloudPRNT:               enabled")
+        self.stdout.write(f"  Server URL:              {url}")
+        self.stdout.write("  Authentication:          HTTP Basic")
+        self.stdout.write(f"  User name:               {device.name}")
+        self.stdout.write("  Password:                the token below")
+        self.stdout.write(
+            f"  Polling interval:        {qprint_settings.CLOUDPRNT_POLL_SECONDS:g} seconds"
+        )
+        self.stdout.write("The printer binds itself to the device at its first poll (its MAC).")
+
     def _list(self, tenant: str | None) -> None:
         from qprint.models import Device
 
@@ -61,13 +97,16 @@ class Command(BaseCommand):
             if tenant
             else list(Device.objects.values_list("tenant", flat=True).distinct().order_by("tenant"))
         )
-        rows = [("TENANT", "NAME", "ENABLED", "ONLINE", "PAUSED", "NODE", "QUEUED", "LAST SEEN")]
+        rows = [
+            ("TENANT", "NAME", "KIND", "ENABLED", "ONLINE", "PAUSED", "NODE", "QUEUED", "LAST SEEN")
+        ]
         for t in tenants:
             for d in api.list_devices(t):
                 rows.append(
                     (
                         t,
                         d.name,
+                        d.kind,
                         "yes" if d.enabled else "no",
                         "yes" if d.online else "no",
                         "yes" if d.paused else "no",

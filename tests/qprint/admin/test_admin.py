@@ -191,7 +191,8 @@ def test_editing_a_device_does_not_write_back_its_connection_record(admin_client
 
 def test_device_added_in_the_admin_gets_a_token_shown_once(admin_client):
     answer = admin_client.post(
-        reverse("admin:qprint_device_add"), {"tenant": "acme", "name": "new", "description": ""}
+        reverse("admin:qprint_device_add"),
+        {"tenant": "acme", "name": "new", "kind": "agent", "description": ""},
     )
     assert answer.status_code == 200
     token = answer.context["secrets"][0][1]

@@ -98,3 +98,20 @@ def test_webhook_settings_are_checked(settings, expected):
 )
 def test_the_trusted_proxies_and_the_wait_cap_are_checked(settings, expected):
     assert ids(**settings) == expected
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["RENDER_WORKERS", "RENDER_MAX_PAGES", "RENDER_MAX_PIXELS", "RENDER_CACHE_BYTES"],
+)
+def test_render_bounds_must_be_positive_integers(key):
+    assert ids(**{key: 0}) == ["qprint.E003"]
+    assert ids(**{key: "5"}) == ["qprint.E003"]
+
+
+def test_render_memory_below_what_pdfium_needs_is_named():
+    assert ids(RENDER_MEMORY_BYTES=32 * 1024 * 1024) == ["qprint.E021"]
+    assert ids(RENDER_MEMORY_BYTES=0) == ["qprint.E003"]
+    assert ids(RENDER_MEMORY_BYTES=256 * 1024 * 1024) == []
+    assert ids(RENDER_TIMEOUT_SECONDS=0) == ["qprint.E003"]
+    assert ids(RENDER_TIMEOUT_SECONDS=0.5) == []

@@ -58,8 +58,11 @@ def test_device_list_shows_each_device():
     make_device("acme", "desk")
     make_device("globex", "lobby")
     lines = run("qprint_device", "list")
-    assert lines[0].split()[:3] == ["TENANT", "NAME", "ENABLED"]
-    assert [line.split()[:2] for line in lines[1:]] == [["acme", "desk"], ["globex", "lobby"]]
+    assert lines[0].split()[:4] == ["TENANT", "NAME", "KIND", "ENABLED"]
+    assert [line.split()[:3] for line in lines[1:]] == [
+        ["acme", "desk", "agent"],
+        ["globex", "lobby", "agent"],
+    ]
     assert len(run("qprint_device", "list", "--tenant", "acme")) == 2
 
 

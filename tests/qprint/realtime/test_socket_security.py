@@ -116,3 +116,13 @@ async def test_a_printers_frame_after_the_credential_changed_is_refused_4001(
         lambda: list(DevicePrinter.objects.filter(device=device).values_list("name", flat=True))
     )
     assert names == ["laser"]
+
+
+async def test_a_cloudprnt_printer_token_opens_no_socket_refused_like_an_unknown_token(
+    sockets, transactional_db
+):
+    _, token = await adb(api.create_device, "acme", "counter", kind="cloudprnt")
+    status, body = await upgrade_status(sockets, token, "127.0.0.11")
+    assert status == 401 and body["error"] == "unauthorized"
+    counted = await adb(lambda: AuthFailureCount.objects.get(scope="addr:127.0.0.11").failures)
+    assert counted == 1

@@ -236,6 +236,20 @@ CASES: dict[str, list[Case]] = {
     "webhook-rotate-secret": [
         Case(lambda w: Call("post", webhook_url(w, "webhook-rotate-secret")), "key", remove_webhook)
     ],
+    # The CloudPRNT endpoint takes only CloudPRNT devices' Basic credentials: an agent's token,
+    # the owner's or a stranger's, is refused alike. A printer reaching another device's job is
+    # tests/qprint/cloudprnt/test_endpoint.py's "another printer's job" test.
+    "cloudprnt": [
+        Case(
+            lambda w: Call(
+                "get",
+                reverse("qprint:cloudprnt")
+                + f"?mac=00:11:62:00:00:01&type=application/pdf&token={w.assignment['claim_id']}",
+            ),
+            "device",
+            remove_job,
+        )
+    ],
 }
 
 

@@ -1,17 +1,20 @@
 """Where a job's bytes live, behind one seam: :func:`save_document`, :func:`open_document`,
-:func:`delete_documents`.
+:func:`delete_documents`. This module is the one writer of ``qprint_document``.
 
 ``QPRINT["DOCUMENT_BACKEND"]`` names the backend by dotted path:
 
-- ``qprint.documents.DatabaseDocuments`` (default): ``PrintDocument`` rows in the database, so
-  every node serves every document with nothing else to share, and a document is saved in the same
-  transaction as its job (a rolled-back submission leaves nothing behind).
-- ``qprint.documents.StorageDocuments``: a Django storage (``STORAGES[QPRINT["DOCUMENT_STORAGE"]]``,
-  e.g. S3 through django-storages) for large documents that should not sit in the database. The
-  file is written before the job's transaction commits; a submission that rolls back can leave an
-  orphan file behind (harmless: it is never served, and its name is the job's random UUID).
+- ``qprint.documents.storage.DatabaseDocuments`` (default): ``PrintDocument`` rows in the
+  database, so every node serves every document with nothing else to share, and a document is
+  saved in the same transaction as its job (a rolled-back submission leaves nothing behind).
+- ``qprint.documents.storage.StorageDocuments``: a Django storage
+  (``STORAGES[QPRINT["DOCUMENT_STORAGE"]]``, e.g. S3 through django-storages) for large
+  documents that should not sit in the database. The file is written before the job's transaction
+  commits; a submission that rolls back can leave an orphan file behind (harmless: it is never
+  served, and its name is the job's random UUID).
 
-A backend is any class with the three methods of :class:`DocumentBackend`.
+A backend is any class with the three methods of :class:`DocumentBackend`. The shorter paths
+``qprint.documents.DatabaseDocuments`` and ``qprint.documents.StorageDocuments`` name the same
+classes.
 """
 
 import hashlib
