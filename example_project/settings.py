@@ -14,9 +14,17 @@ BASE_DIR = Path(__file__).resolve().parent.parent
 env = environ.Env()
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="insecure-example-key-change-me" if DEBUG else "")
+# Required with DEBUG off: a key everybody can read (a default written here) would let anyone sign
+# sessions, password-reset links and signed cursors, so the project refuses to start instead.
+SECRET_KEY = env.str("SECRET_KEY", default="")
 if not SECRET_KEY:
-    SECRET_KEY = "insecure-example-key-set-SECRET_KEY"
+    if not DEBUG:
+        raise ImproperlyConfigured(
+            "SECRET_KEY is not set. Set it in the environment to a long random value (e.g. "
+            "python -c 'import secrets; print(secrets.token_urlsafe(50))'), or set DEBUG=1 for a "
+            "development node with an insecure built-in key."
+        )
+    SECRET_KEY = "insecure-example-key-change-me"
 # Required in production: with DEBUG off and ALLOWED_HOSTS unset, Django answers 400 to every
 # request (and `manage.py check --deploy` says so) instead of guessing host names.
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["*"] if DEBUG else [])
@@ -135,6 +143,12 @@ STATIC_ROOT = BASE_DIR / "var" / "static"
 
 ADMINS = [("Operations", a) for a in env.list("ADMINS", default=[])]
 EMAIL_BACKEND = env.str("EMAIL_BACKEND", default="django.core.mail.backends.console.EmailBackend")
+
+# /metrics (example_project/views.py): open when METRICS_TOKEN is unset (a development node);
+# set, only `Authorization: Bearer <METRICS_TOKEN>` gets it. The database figures are collected at
+# most once per METRICS_CACHE_SECONDS, however often it is scraped.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+METRICS_CACHE_SECONDS = env.float("METRICS_CACHE_SECONDS", default=5.0)
 
 QPRINT = {}
 if env.str("QPRINT_HEARTBEAT_SECONDS", default=""):

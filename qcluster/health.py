@@ -6,11 +6,15 @@
   probe does not kill a pod that is only starting.
 - ``database``: UP when the database answers, DOWN otherwise.
 
-The overall status is the worst of the checks. Ready means: the database answers and the node is
+Every check says why in words (``reason``); the report never carries a driver's error text (it is
+public: a probe has no credentials), the node's log does. The overall status is the worst of the
+checks, with the reasons of those that are not UP. Ready means: the database answers and the node is
 neither DRAINING nor STOPPED (the load balancer must stop routing to it).
 """
 
 from __future__ import annotations
+
+import logging
 
 from django.db import DatabaseError, connection
 from django.db.models import DurationField, ExpressionWrapper, F
@@ -18,6 +22,8 @@ from django.db.models.functions import Now
 
 from qcluster import nodes
 from qcluster.models import ClusterNode, ClusterSetting, NodeStatus
+
+logger = logging.getLogger("qcluster.health")
 
 UP, DEGRADED, DOWN = "UP", "DEGRADED", "DOWN"
 _RANK = {UP: 0, DEGRADED: 1, DOWN: 2}
@@ -41,26 +47,38 @@ def _heartbeat_check(node_id: str) -> dict:
         return {"status": DEGRADED, **detail, "reason": "node not registered yet"}
     age = max(0.0, row["age"].total_seconds())
     if age > config.lost_after_seconds:
-        status = DOWN
+        status, reason = DOWN, "no heartbeat for longer than lost_after_seconds: the node is lost"
     elif age > 2 * config.heartbeat_seconds:
-        status = DEGRADED
+        status, reason = DEGRADED, "heartbeat late (more than two intervals)"
     else:
-        status = UP
-    return {"status": status, **detail, "node_status": row["status"], "age_seconds": round(age, 3)}
+        status, reason = UP, "heartbeat on time"
+    return {
+        "status": status,
+        **detail,
+        "node_status": row["status"],
+        "age_seconds": round(age, 3),
+        "reason": reason,
+    }
 
 
 def health(node_id: str) -> dict:
-    """The report: ``{"status": UP|DEGRADED|DOWN, "checks": {name: {"status": ..., ...}}}``."""
+    """The report: ``{"status": UP|DEGRADED|DOWN, "reason": words, "checks": {name: {"status":
+    ..., "reason": words, ...}}}``."""
     try:
         heartbeat = _heartbeat_check(node_id)
-        database = {"status": UP, "vendor": connection.vendor}
+        database = {"status": UP, "vendor": connection.vendor, "reason": "the database answers"}
     except DatabaseError as exc:
-        error = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        heartbeat = {"status": DOWN, "node": node_id, "reason": "database unavailable"}
-        database = {"status": DOWN, "vendor": connection.vendor, "error": error}
+        logger.warning("health_database_unavailable node=%s error=%s", node_id, exc)
+        heartbeat = {"status": DOWN, "node": node_id, "reason": "unknown: the database is down"}
+        database = {
+            "status": DOWN,
+            "vendor": connection.vendor,
+            "reason": "the database does not answer",
+        }
     checks = {"cluster.node.heartbeat": heartbeat, "database": database}
     status = max((c["status"] for c in checks.values()), key=_RANK.__getitem__)
-    return {"status": status, "checks": checks}
+    failing = [f"{name}: {c['reason']}" for name, c in checks.items() if c["status"] != UP]
+    return {"status": status, "reason": "; ".join(failing) or "all checks pass", "checks": checks}
 
 
 def readiness(node_id: str) -> dict:

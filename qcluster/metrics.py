@@ -7,6 +7,10 @@ node answers for the whole cluster and every node answers the same: aggregate ac
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
+
 from django.db.models import DurationField, ExpressionWrapper, F
 from django.db.models.functions import Now
 from prometheus_client import CollectorRegistry, generate_latest
@@ -20,6 +24,32 @@ from qcluster.models import LIVE_STATUSES, ClusterLease, ClusterNode
 def known_leases() -> list[str]:
     """The leases this code base takes: the sweeper's and one per registered singleton task."""
     return [leases.SWEEPER_LEASE, *(task.lease_name for task in tasks.registered())]
+
+
+class CachedCollector(Collector):
+    """``collector``'s families, collected at most once per ``seconds`` (a callable, read at each
+    scrape, so a setting can change it; 0: every scrape): a scrape storm costs the database one
+    collection per period, however many scrapes come. One scrape collects while the others of
+    the same moment wait for it and reuse its answer."""
+
+    def __init__(self, collector: Collector, seconds: Callable[[], float]) -> None:
+        self.collector = collector
+        self.seconds = seconds
+        self.lock = threading.Lock()
+        self.families: list[Metric] | None = None
+        self.collected_at = 0.0
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        with self.lock:
+            period = float(self.seconds())
+            fresh = time.monotonic() - self.collected_at < period
+            if self.families is None or not fresh:
+                self.families = list(self.collector.collect())
+                self.collected_at = time.monotonic()
+            return self.families
 
 
 class ClusterCollector(Collector):

@@ -16,6 +16,9 @@ if SERVICES.database_url:
 else:
     os.environ.pop("DATABASE_URL", None)
 
+# The example project refuses to start without a key when DEBUG is off; subprocesses inherit it.
+os.environ.setdefault("SECRET_KEY", "test-secret-key")
+
 from example_project.settings import *  # noqa: E402,F403
 
 RUN_ID = f"{os.getpid()}"
@@ -40,6 +43,8 @@ REDIS_URL = SERVICES.redis_url or ""
 
 SECRET_KEY = "test-secret-key"
 DEBUG = False
+# The in-process scrapes of the tests read the database each time (tests of the cache set it).
+METRICS_CACHE_SECONDS = 0
 ALLOWED_HOSTS = ["*"]
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"

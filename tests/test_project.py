@@ -56,3 +56,33 @@ def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
 
     assert {p.split(".")[0] for p in packages} == {"qprint", "qcluster"}
     assert {"qprint.agent", "qcluster.migrations", "qcluster.templatetags"} <= set(packages)
+
+
+@pytest.mark.parametrize("secret_key", [None, ""])
+def test_without_a_secret_key_and_debug_off_the_project_refuses_to_start(secret_key):
+    """A key written in the settings is a key every reader of the code has: refuse instead."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.processes import REPO_ROOT
+
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "DEBUG")}
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "example_project.settings",
+            "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
+        }
+    )
+    if secret_key is not None:
+        env["SECRET_KEY"] = secret_key
+    check = [sys.executable, str(REPO_ROOT / "manage.py"), "check"]
+    refused = subprocess.run(check, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "ImproperlyConfigured: SECRET_KEY is not set" in refused.stderr
+    # A development node (DEBUG=1) starts with the built-in key; a set key starts anywhere.
+    for extra in ({"DEBUG": "1"}, {"SECRET_KEY": "a-key-of-this-deployment"}):
+        started = subprocess.run(
+            check, env={**env, **extra}, capture_output=True, text=True, timeout=60
+        )
+        assert started.returncode == 0, started.stderr

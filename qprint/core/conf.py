@@ -70,6 +70,16 @@ DEFAULTS: dict[str, Any] = {
     "WEBHOOK_ALLOWED_HOSTS": [],
     # Webhooks: deliveries in flight at once per sending process.
     "WEBHOOK_MAX_IN_FLIGHT": 16,
+    # Webhooks: deliveries SENDING at once to one endpoint, and to all endpoints of one tenant
+    # (counted over the cluster): a tenant whose receivers hang holds no more (docs/WEBHOOKS.md).
+    "WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT": 4,
+    "WEBHOOK_MAX_IN_FLIGHT_PER_TENANT": 8,
+    # Webhooks: an attempt slower than this (or without an answer) holds the endpoint back.
+    "WEBHOOK_SLOW_SECONDS": 2.0,
+    # Webhooks: endpoints one tenant may have (422 too_many above).
+    "WEBHOOK_MAX_ENDPOINTS_PER_TENANT": 10,
+    # Webhooks: POST api/v1/webhooks/<id>/test calls one tenant may make per minute (429 above).
+    "WEBHOOK_TESTS_PER_MINUTE": 10,
     # GET api/v1/jobs/<id>?wait=: the job is re-read this often besides the change notices (what
     # a lost notice can cost, e.g. without Redis across nodes).
     "JOB_WAIT_RECHECK_SECONDS": 2,

@@ -9,6 +9,7 @@ exceptions with the error codes of docs/API.md.
 
 import json
 import logging
+import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -226,7 +227,7 @@ def _insert_job_in_one_statement(
     detail = {"submitted_by": fields["submitted_by"]}
     statement = f"""
         WITH job AS ({insert_job}),
-        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %s FROM job),
+        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %b FROM job),
         queued AS (
             INSERT INTO qprint_job_event
                 (event_id, job_id, device_id, source, type, message, detail, fingerprint)
@@ -245,9 +246,20 @@ def _insert_job_in_one_statement(
         json.dumps(detail),
         events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
     ]
-    with connection.cursor() as cursor:
+    # psycopg's own cursor, on the same connection and transaction: it sends the document as a
+    # binary parameter (%b). Django's client-side binding would first write it into the SQL text
+    # as a hex literal, several times its size in memory (docs/SECURITY.md, "Limits").
+    import psycopg  # PostgreSQL only (this path)
+
+    connection.ensure_connection()
+    started = time.monotonic()
+    with psycopg.Cursor(connection.connection) as cursor:  # Django's factory binds client-side
         cursor.execute(statement, params)
         row = cursor.fetchone()
+    if connection.queries_logged:  # as Django's cursor would (debug, CaptureQueriesContext)
+        connection.queries_log.append(
+            {"sql": statement, "time": f"{time.monotonic() - started:.3f}"}
+        )
     if row is None:
         if not fields["idempotency_key"]:
             raise IntegrityError(f"job {job.pk} was not inserted")

@@ -194,9 +194,9 @@ def webhook_object(endpoint, secret: str | None = None) -> dict[str, Any]:
 
 
 def delivery_object(delivery) -> dict[str, Any]:
-    """One delivery of the outbox (``GET api/v1/webhooks/<id>/deliveries``)."""
+    """One delivery of the outbox (``GET api/v1/webhooks/<id>/deliveries``), named by its
+    ``event_id`` (the row's serial number would tell a tenant how much others send)."""
     return {
-        "id": delivery.id,
         "event_id": delivery.event_id,
         "type": delivery.type,
         "status": delivery.status,

@@ -34,6 +34,13 @@ class WebhookEndpoint(models.Model):
         _("previous secret valid until"), null=True, blank=True, editable=False
     )
     created_at = models.DateTimeField(_("created at"), db_default=Now(), editable=False)
+    # Written by qprint.webhooks.outbox only: a slow endpoint is held back (its docstring).
+    backoff_until = models.DateTimeField(
+        _("held back until"), null=True, blank=True, editable=False
+    )
+    slow_attempts = models.PositiveIntegerField(
+        _("slow attempts in a row"), default=0, editable=False
+    )
 
     class Meta:
         db_table = "qprint_webhook_endpoint"
@@ -97,6 +104,12 @@ class WebhookDelivery(models.Model):
                 fields=["next_attempt_at"],
                 condition=Q(status__in=["PENDING", "SENDING"]),
                 name="qprint_webhook_delivery_due",
+            ),
+            # The fair take: an endpoint's due rows, oldest first.
+            models.Index(
+                fields=["endpoint", "next_attempt_at", "id"],
+                condition=Q(status__in=["PENDING", "SENDING"]),
+                name="qprint_webhook_delivery_ep_due",
             ),
             # An endpoint's deliveries, newest first (the API's list).
             models.Index(

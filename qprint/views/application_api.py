@@ -79,8 +79,9 @@ def list_jobs(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     queryset = jobs.jobs_of(
         key.tenant, device=request.GET.get("device"), status=request.GET.get("status")
     )
+    scope = jobs.jobs_of(key.tenant)
     return json_response(
-        paginate(request, queryset, ("created_at", "id"), job_object, descending=True)
+        paginate(request, queryset, ("created_at", "id"), job_object, scope=scope, descending=True)
     )
 
 
@@ -113,8 +114,9 @@ def job_reprint(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpR
 @application_endpoint("GET")
 def device_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
     """The tenant's devices by name, paginated with ``?limit=&cursor=``."""
+    queryset = devices.summaries(key.tenant)
     return json_response(
-        paginate(request, devices.summaries(key.tenant), ("name", "id"), _device_object)
+        paginate(request, queryset, ("name", "id"), _device_object, scope=queryset, key="name")
     )
 
 

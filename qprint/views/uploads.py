@@ -5,13 +5,20 @@ memory: ``Content-Length`` is checked first, a JSON body is read with a bounded 
 multipart body goes through an upload handler that stops as soon as the file parts pass the limit.
 Django's ``DATA_UPLOAD_MAX_MEMORY_SIZE`` is deliberately not applied to these bodies (the views
 never touch ``request.body``): a legitimate 50 MiB document is 67 MiB of base64.
+
+A JSON body is never parsed whole: :func:`split_envelope` finds the ``content_base64`` string
+with byte searches and refuses (413) a body whose other bytes, the envelope, pass
+:func:`envelope_limit`; only the envelope (the document's string replaced by ``""``) is parsed as
+JSON, and the document is decoded from its bytes in place. So what a body of any shape costs is
+its bytes, the decoded document and the parse of at most :func:`envelope_limit` bytes of JSON:
+never the Python objects of 70 MB of ``[[],[],...]`` (docs/SECURITY.md, "Limits").
 """
 
 from __future__ import annotations
 
-import base64
 import binascii
 import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,9 +49,125 @@ def too_large(limit: int) -> DocumentTooLarge:
     return DocumentTooLarge(message=f"The document exceeds MAX_DOCUMENT_BYTES ({limit} bytes).")
 
 
+def envelope_limit() -> int:
+    """The most bytes a JSON submission may have outside its ``content_base64`` string: the
+    fields (room for options of ``MAX_DETAIL_BYTES``) and the JSON around them."""
+    return ENVELOPE_BYTES + int(qprint_settings.MAX_DETAIL_BYTES)
+
+
 def json_body_limit(limit: int) -> int:
     """The largest JSON body that can carry a document of ``limit`` bytes in base64."""
-    return 4 * math.ceil(limit / 3) + ENVELOPE_BYTES
+    return 4 * math.ceil(limit / 3) + envelope_limit()
+
+
+DOCUMENT_FIELD = b"content_base64"
+#: Bytes that are never structure nor the start of a string: skipped in one step.
+_PLAIN = re.compile(rb'[^"{}\[\],:]+')
+#: What JSON encoders write inside a base64 string beside its alphabet: ``\/`` (PHP, some Java
+#: encoders), MIME line breaks as ``\n``/``\r\n``, and spaces.
+_BASE64_ESCAPES = ((b"\\/", b"/"), (b"\\n", b""), (b"\\r", b""), (b"\\t", b""), (b" ", b""))
+
+
+def _envelope_too_large(budget: int) -> RequestError:
+    return RequestError(
+        "request_too_large",
+        413,
+        f"The fields beside content_base64 exceed {budget} bytes; send a large document as "
+        "content_base64 (or multipart), not inside other fields.",
+    )
+
+
+def _string_end(raw: bytes, start: int, stop: int) -> int:
+    """The index after the string literal opening at ``raw[start]`` (a quote); -1 when it does not
+    end before ``stop``."""
+    search = start + 1
+    while True:
+        quote = raw.find(b'"', search, stop)
+        if quote < 0:
+            return -1
+        backslash = quote - 1
+        while raw[backslash] == 0x5C:  # an escaped quote has an odd run of backslashes before it
+            backslash -= 1
+        if (quote - 1 - backslash) % 2 == 0:
+            return quote + 1
+        search = quote + 1
+
+
+def split_envelope(raw: bytes, budget: int) -> tuple[bytes, tuple[int, int] | None]:
+    """The body with its top-level ``content_base64`` string replaced by ``""``, and where that
+    string's contents are in ``raw`` (None: no such string). 413 as soon as the bytes outside it
+    pass ``budget`` and ``too_deep`` as soon as it nests deeper than ``MAX_JSON_DEPTH``, before
+    anything is parsed; whether the rest is valid JSON is for the parse of
+    the envelope to say (replacing one string literal by another keeps the JSON valid or not)."""
+    n = len(raw)
+    max_depth = int(qprint_settings.MAX_JSON_DEPTH)
+    depth = 0
+    expect_key = False
+    key = b""
+    span: tuple[int, int] | None = None
+    inside = 0  # bytes of the document's string, not counted in the budget
+    i = 0
+    while i < n:
+        if i - inside > budget:
+            raise _envelope_too_large(budget)
+        c = raw[i]
+        if c == 0x22:  # a string: a key, the document, or another value
+            if depth == 1 and not expect_key and key == DOCUMENT_FIELD and span is None:
+                end = raw.find(b'"', i + 1) + 1
+                if end <= 0:
+                    raise invalid("body", "is not JSON (an unterminated string)")
+                if raw[end - 2] == 0x5C:  # an escaped quote, or a string ending in "\\"
+                    raise invalid("content_base64", "is not valid base64")
+                span, inside = (i + 1, end - 1), end - i - 2
+            else:
+                end = _string_end(raw, i, min(n, i + budget - (i - inside) + 2))
+                if end < 0:
+                    if i + budget - (i - inside) + 2 < n:
+                        raise _envelope_too_large(budget)
+                    raise invalid("body", "is not JSON (an unterminated string)")
+                if depth == 1 and expect_key:
+                    key = raw[i + 1 : end - 1]
+                    expect_key = False
+                else:
+                    key = b""
+            i = end
+            continue
+        if c in b"{[":
+            depth += 1
+            if depth > max_depth:  # as the parse would refuse it, before it runs
+                raise inputs.refuse(
+                    inputs.TOO_DEEP, "body", f"is nested deeper than {max_depth} levels."
+                )
+            expect_key = depth == 1 and c == 0x7B
+        elif c in b"}]":
+            depth -= 1
+        elif c == 0x2C and depth == 1:  # ,
+            expect_key = True
+            key = b""
+        elif c != 0x3A:  # anything else but ':' runs to the next special byte
+            plain = _PLAIN.match(raw, i)
+            i = plain.end() if plain else i + 1
+            continue
+        i += 1
+    if i - inside > budget:
+        raise _envelope_too_large(budget)
+    if span is None:
+        return raw, None
+    return raw[: span[0]] + raw[span[1] :], span
+
+
+def decode_document(raw: bytes, span: tuple[int, int]) -> bytes:
+    """The document of the base64 text at ``raw[span]``, decoded where it lies (no copy unless
+    it holds escapes or spaces)."""
+    text: bytes | memoryview = memoryview(raw)[span[0] : span[1]]
+    if raw.find(b"\\", *span) >= 0 or raw.find(b" ", *span) >= 0:
+        text = bytes(text)
+        for escape, replacement in _BASE64_ESCAPES:
+            text = text.replace(escape, replacement)
+    try:
+        return binascii.a2b_base64(text, strict_mode=True)
+    except (binascii.Error, ValueError):
+        raise invalid("content_base64", "is not valid base64") from None
 
 
 def read_submission(request: HttpRequest) -> Submission:
@@ -62,21 +185,21 @@ def read_submission(request: HttpRequest) -> Submission:
 
 def _read_json(request: HttpRequest) -> Submission:
     limit = qprint_settings.MAX_DOCUMENT_BYTES
-    raw = read_limited(request, json_body_limit(limit), too_large(limit))
-    body = inputs.parse_json("body", raw or b"{}")
+    raw = read_limited(request, json_body_limit(limit), too_large(limit)) or b"{}"
+    envelope, span = split_envelope(raw, envelope_limit())
+    body = inputs.parse_json("body", envelope)
     if not isinstance(body, dict):
         raise RequestError("invalid", 422, "body: a JSON object is required")
-    encoded = body.pop("content_base64", None)
-    if not isinstance(encoded, str) or not encoded:
+    if span is None:  # no string at the top level (absent, another type, an escaped key)
         raise invalid("content_base64", "is required (the document, base64 encoded)")
-    if len(encoded) > json_body_limit(limit) - ENVELOPE_BYTES:
+    if body.pop("content_base64", None) != "":
+        raise invalid("content_base64", "must be given once")
+    if span[0] == span[1]:
+        raise invalid("content_base64", "is required (the document, base64 encoded)")
+    if span[1] - span[0] > json_body_limit(limit) - envelope_limit():
         raise too_large(limit)
-    if any(blank in encoded for blank in " \t\r\n"):
-        encoded = "".join(encoded.split())  # MIME-style line breaks, as `base64` writes them
-    try:
-        content = base64.b64decode(encoded, validate=True)
-    except (binascii.Error, ValueError):
-        raise invalid("content_base64", "is not valid base64") from None
+    content = decode_document(raw, span)
+    del raw, envelope
     if len(content) > limit:
         raise too_large(limit)
     return Submission(fields=body, content=content, content_type=body.get("content_type"))

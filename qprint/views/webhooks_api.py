@@ -32,7 +32,9 @@ def webhooks(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
         )
         return json_response(webhook_object(endpoint, secret), status=201)
     queryset = WebhookEndpoint.objects.filter(tenant=key.tenant)
-    return json_response(paginate(request, queryset, ("created_at", "id"), webhook_object))
+    return json_response(
+        paginate(request, queryset, ("created_at", "id"), webhook_object, scope=queryset)
+    )
 
 
 @application_endpoint("GET", "DELETE")
@@ -50,7 +52,15 @@ def webhook_deliveries(request: HttpRequest, key: ApplicationKey, webhook_id: st
     endpoint = endpoints.get_endpoint(key.tenant, webhook_id)
     queryset = WebhookDelivery.objects.filter(endpoint=endpoint)
     return json_response(
-        paginate(request, queryset, ("created_at", "id"), delivery_object, descending=True)
+        paginate(
+            request,
+            queryset,
+            ("created_at", "id"),
+            delivery_object,
+            scope=queryset,
+            key="event_id",
+            descending=True,
+        )
     )
 
 

@@ -5,7 +5,13 @@ Rules (docs/WEBHOOKS.md, "Safe by default"):
 - ``https`` only, unless ``QPRINT["WEBHOOK_ALLOW_HTTP"]``; no user name or password in the URL;
 - every address the host name resolves to must be public: private, loopback, link-local,
   multicast, reserved and unspecified addresses are refused unless the host name, the address or a
-  network containing it is listed in ``QPRINT["WEBHOOK_ALLOWED_HOSTS"]``.
+  network containing it is listed in ``QPRINT["WEBHOOK_ALLOWED_HOSTS"]``. An IPv6 address that
+  carries an IPv4 one (IPv4-mapped ``::ffff:a.b.c.d``, IPv4-compatible ``::a.b.c.d``, NAT64
+  ``64:ff9b::a.b.c.d``, 6to4 ``2002:AABB:CCDD::``) is judged by the IPv4 address it reaches;
+  the local-use NAT64 prefix ``64:ff9b:1::/48`` (whose IPv4 part may sit anywhere) is refused.
+
+A refusal says which rule refused, never what a name resolved to (a tenant must not learn the
+addresses of internal names): the details go to the log of the node only.
 
 The check runs when an endpoint is made (:func:`check_url`, which resolves the name) and again
 before every attempt (:func:`resolve_checked`), after DNS resolution. The sender then connects to
@@ -17,18 +23,40 @@ connection (DNS rebinding) cannot redirect a delivery to an internal service.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from qprint.core import inputs
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid
+
+logger = logging.getLogger("qprint.webhooks")
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
 class Refused(Exception):
-    """The destination may not be called (the message says why)."""
+    """The destination may not be called: the message says which rule refused, in words a tenant
+    may read; ``detail`` (logged, never answered) says what was seen."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail or message
+
+
+#: The one answer for a host that is not a public address, whatever it resolved to (or not).
+NOT_PUBLIC = (
+    "the host does not resolve to public addresses only (an operator may allow a host in "
+    "QPRINT['WEBHOOK_ALLOWED_HOSTS'])"
+)
+#: NAT64, well-known prefix (RFC 6052): the IPv4 address is the last 32 bits.
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: NAT64, local-use prefix (RFC 8215): the IPv4 part's place depends on the prefix length.
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
+#: IPv4-compatible addresses (deprecated, RFC 4291): ``::a.b.c.d``.
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
 
 
 @dataclass(frozen=True)
@@ -43,8 +71,8 @@ def parse(url: str) -> Destination:
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError as exc:
-        raise Refused(f"not a valid URL ({exc})") from None
+    except ValueError:
+        raise Refused("not a valid URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         raise Refused("the URL must start with https://")
@@ -54,7 +82,27 @@ def parse(url: str) -> Destination:
         raise Refused("the URL has no host")
     if parts.username is not None or parts.password is not None:
         raise Refused("the URL must not carry a user name or password")
-    return Destination(scheme, parts.hostname.lower(), port or (443 if scheme == "https" else 80))
+    return Destination(
+        scheme, host_name(parts.hostname), port or (443 if scheme == "https" else 80)
+    )
+
+
+def host_name(host: str) -> str:
+    """``host`` as DNS asks for it (lower case, IDNA-encoded); :class:`Refused` when it cannot be
+    a host name (an empty or over-long label, a character IDNA refuses, a lone surrogate)."""
+    host = host.lower()
+    try:
+        ipaddress.ip_address(host)
+        return host  # an address literal
+    except ValueError:
+        pass
+    try:
+        ascii_host = host.encode("idna").decode("ascii")
+    except (UnicodeError, ValueError):
+        raise Refused("the URL's host is not a valid host name") from None
+    if len(ascii_host) > 253:
+        raise Refused("the URL's host is not a valid host name")
+    return ascii_host
 
 
 def resolve(host: str, port: int) -> list[str]:
@@ -77,9 +125,26 @@ def _allowed_entries() -> tuple[set[str], list[ipaddress.IPv4Network | ipaddress
     return names, networks
 
 
+def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
+    """The IPv4 address an IPv6 address reaches, when it carries one: IPv4-mapped, IPv4-compatible
+    (not ``::`` nor ``::1``), NAT64 (well-known prefix) or 6to4."""
+    if not isinstance(address, ipaddress.IPv6Address):
+        return None
+    if address.ipv4_mapped is not None:
+        return address.ipv4_mapped
+    if address.sixtofour is not None:
+        return address.sixtofour
+    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+        return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
+    return None
+
+
 def _is_public(address: IPAddress) -> bool:
-    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
-        address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address) and address in _NAT64_LOCAL:
+        return False
+    inner = embedded_ipv4(address)
+    if inner is not None:
+        return _is_public(inner)
     return address.is_global and not address.is_multicast
 
 
@@ -89,12 +154,10 @@ def check_address(host: str, address: str) -> str:
     if _is_public(ip):
         return address
     names, networks = _allowed_entries()
-    if host in names or any(ip in network for network in networks):
+    seen = [ip] + [inner for inner in [embedded_ipv4(ip)] if inner is not None]
+    if host in names or any(a in network for a in seen for network in networks):
         return address
-    raise Refused(
-        f"{host} resolves to {address}, a private, loopback or link-local address "
-        "(list it in QPRINT['WEBHOOK_ALLOWED_HOSTS'] to allow it)"
-    )
+    raise Refused(NOT_PUBLIC, f"{host} resolves to {address}, which is not public")
 
 
 def resolve_checked(destination: Destination) -> str:
@@ -107,10 +170,10 @@ def resolve_checked(destination: Destination) -> str:
         addresses = None
     try:
         addresses = addresses or resolve(destination.host, destination.port)
-    except OSError as exc:
-        raise Refused(f"{destination.host} does not resolve ({exc})") from None
+    except (OSError, UnicodeError) as exc:
+        raise Refused(NOT_PUBLIC, f"{destination.host} does not resolve ({exc})") from None
     if not addresses:
-        raise Refused(f"{destination.host} does not resolve")
+        raise Refused(NOT_PUBLIC, f"{destination.host} does not resolve")
     for address in addresses:
         check_address(destination.host, address)
     return addresses[0]
@@ -118,13 +181,10 @@ def resolve_checked(destination: Destination) -> str:
 
 def check_url(url: str) -> str:
     """Refuse (:class:`~qprint.core.errors.Invalid`, 422) a URL that may not be an endpoint now."""
-    if not isinstance(url, str) or not url.strip():
-        raise Invalid(message="'url' is required.")
-    url = url.strip()
-    if len(url) > 2000:
-        raise Invalid(message="'url' is longer than 2000 characters.")
+    url = inputs.required_text("url", url, 2000).strip()
     try:
         resolve_checked(parse(url))
     except Refused as exc:
+        logger.info("webhook_url_refused url=%s reason=%s", url, exc.detail)
         raise Invalid(message=f"'url' is refused: {exc}.") from None
     return url

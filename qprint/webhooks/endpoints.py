@@ -17,9 +17,11 @@ from typing import Any
 from django.db import transaction
 from django.db.models.functions import Now
 
-from qprint.core.errors import Invalid, NotFound
+from qprint.core import inputs
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid, NotFound, RateLimited
 from qprint.models import WebhookDelivery, WebhookEndpoint
-from qprint.webhooks import EVENT_TYPES, destinations, outbox, signing
+from qprint.webhooks import EVENT_TYPES, TEST_EVENT, destinations, outbox, signing
 
 logger = logging.getLogger("qprint.webhooks")
 
@@ -50,13 +52,21 @@ def create_endpoint(
         raise Invalid(message="A webhook needs a tenant.")
     url = destinations.check_url(url)
     events = _check_events(events)
-    description = description or ""
-    if not isinstance(description, str) or len(description) > MAX_DESCRIPTION:
-        raise Invalid(message=f"'description' must be a string of at most {MAX_DESCRIPTION}.")
+    description = inputs.text("description", description, MAX_DESCRIPTION)
     secret = signing.new_secret()
-    endpoint = WebhookEndpoint.objects.create(
-        tenant=tenant, url=url, events=events, description=description, secret=secret
-    )
+    limit = int(qprint_settings.WEBHOOK_MAX_ENDPOINTS_PER_TENANT)
+    with transaction.atomic():
+        # Two creations at once: the second waits for the first's rows, then counts them all.
+        list(WebhookEndpoint.objects.select_for_update().filter(tenant=tenant).values_list("pk"))
+        if WebhookEndpoint.objects.filter(tenant=tenant).count() >= limit:
+            raise Invalid(
+                inputs.TOO_MANY,
+                f"A tenant may have {limit} webhooks; delete one first "
+                "(QPRINT['WEBHOOK_MAX_ENDPOINTS_PER_TENANT']).",
+            )
+        endpoint = WebhookEndpoint.objects.create(
+            tenant=tenant, url=url, events=events, description=description, secret=secret
+        )
     endpoint.refresh_from_db(fields=["created_at"])
     logger.info("webhook_created tenant=%s endpoint=%s url=%s", tenant, endpoint.pk, url)
     return endpoint, secret
@@ -102,6 +112,20 @@ def rotate_secret(endpoint: WebhookEndpoint, overlap: timedelta = ROTATION_OVERL
     return secret
 
 
+#: The window of ``QPRINT["WEBHOOK_TESTS_PER_MINUTE"]``.
+TEST_WINDOW = timedelta(minutes=1)
+
+
 def send_test(endpoint: WebhookEndpoint) -> WebhookDelivery:
-    """Queue a ``webhook.test`` delivery to ``endpoint``."""
+    """Queue a ``webhook.test`` delivery to ``endpoint``; :class:`RateLimited` (429) once its
+    tenant asked for ``WEBHOOK_TESTS_PER_MINUTE`` of them in the last minute."""
+    limit = int(qprint_settings.WEBHOOK_TESTS_PER_MINUTE)
+    recent = WebhookDelivery.objects.filter(
+        endpoint__tenant=endpoint.tenant, type=TEST_EVENT, created_at__gte=Now() - TEST_WINDOW
+    )
+    if recent.count() >= limit:
+        raise RateLimited(
+            int(TEST_WINDOW.total_seconds()),
+            f"At most {limit} test deliveries a minute per tenant; retry later.",
+        )
     return outbox.announce_test(endpoint)

@@ -3,7 +3,8 @@
 One asyncio loop per process takes due deliveries from the outbox (``outbox.take_due``, ``FOR
 UPDATE SKIP LOCKED``: nodes share the work, never a row), sends each with ``httpx`` and records the
 answer (``outbox.record_attempt``). At most ``QPRINT["WEBHOOK_MAX_IN_FLIGHT"]`` requests are in
-flight; rows are taken only for free slots, so a slow receiver holds its slots, not the outbox.
+flight; rows are taken only for free slots, fairly between endpoints and tenants and within their
+caps (``outbox.take_due``), so a slow receiver holds a few slots of its tenant's, not the outbox.
 
 Each attempt: the URL's host is resolved and every address checked
 (``destinations.resolve_checked``), then the request goes to **that address**: the URL's host is
@@ -168,6 +169,7 @@ class Sender:
             destination = destinations.parse(due.url)
             address = await loop.run_in_executor(None, destinations.resolve_checked, destination)
         except destinations.Refused as exc:
+            logger.info("webhook_refused delivery=%s reason=%s", due.id, exc.detail)
             return outbox.Outcome(error=f"refused: {exc}"), "refused"
         body = due.body
         headers = {
@@ -180,6 +182,7 @@ class Sender:
         extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
         client = self._client(destination, address)
         timeout = min(outbox.SEND_TIMEOUT_SECONDS, deadline - time.monotonic())
+        started = time.monotonic()
         try:
             request = client.build_request(
                 "POST",
@@ -190,11 +193,14 @@ class Sender:
             )
             response = await asyncio.wait_for(self._send(client, request), timeout)
         except TimeoutError:
-            return outbox.Outcome(error=f"timed out after {timeout:.0f} s"), "failed"
+            took = time.monotonic() - started
+            return outbox.Outcome(error=f"timed out after {timeout:.0f} s", seconds=took), "failed"
         except httpx.HTTPError as exc:
-            return outbox.Outcome(error=f"{type(exc).__name__}: {exc}"), "failed"
+            took = time.monotonic() - started
+            return outbox.Outcome(error=f"{type(exc).__name__}: {exc}", seconds=took), "failed"
         status, answer = response
-        outcome = outbox.Outcome(status_code=status, answer=answer)
+        took = time.monotonic() - started
+        outcome = outbox.Outcome(status_code=status, answer=answer, seconds=took)
         return outcome, "delivered" if outcome.delivered else "failed"
 
     @staticmethod

@@ -21,7 +21,7 @@ import time
 import pytest
 
 from qprint.models import DeliveryStatus, WebhookDelivery
-from qprint.webhooks import endpoints
+from qprint.webhooks import outbox
 from tests.processes import wait_until
 from tests.qprint.webhooks.conftest import (  # noqa: F401  (fixtures)
     endpoint,
@@ -49,7 +49,7 @@ def test_bench_webhook_latency_and_throughput(endpoint, receiver, start_sender):
     latencies = []
     for i in range(ROUNDS):
         committed = time.monotonic()
-        endpoints.send_test(endpoint)
+        outbox.announce_test(endpoint)
         wait_until(lambda i=i: len(receiver.received) > i, 10, interval=0.001)
         latencies.append(receiver.received[i].at - committed)
     latencies.sort()
@@ -64,7 +64,7 @@ def test_bench_webhook_latency_and_throughput(endpoint, receiver, start_sender):
 
 def test_bench_webhook_deliveries_per_second(endpoint, receiver, start_sender):  # noqa: F811
     for _ in range(DELIVERIES):
-        endpoints.send_test(endpoint)
+        outbox.announce_test(endpoint)
     started = time.monotonic()
     start_sender(max_in_flight=IN_FLIGHT, poll_seconds=0.2)
     wait_until(

@@ -57,6 +57,7 @@ def test_example_project_selects_the_format_with_LOG_FORMAT(log_format, is_json,
     env = {
         "PATH": "/usr/bin:/bin",
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "SECRET_KEY": "test-secret-key",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "LOG_FORMAT": log_format,
     }
@@ -76,6 +77,7 @@ def test_an_unknown_LOG_FORMAT_is_named(tmp_path):
     env = {
         "PATH": "/usr/bin:/bin",
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "SECRET_KEY": "test-secret-key",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
         "LOG_FORMAT": "yaml",
     }

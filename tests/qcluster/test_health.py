@@ -48,8 +48,11 @@ def test_health_before_the_runtime_registered_is_degraded(client, this_node, db)
 
 
 def test_health_is_down_when_the_database_does_not_answer(client, this_node, monkeypatch):
+    """The report is public: it says why in words, never the driver's text (host, port, user)."""
+    driver_text = 'connection to server at "10.9.8.7", port 5432 failed: password for "qprint"'
+
     def broken(node_id):
-        raise DatabaseError("connection refused")
+        raise DatabaseError(driver_text)
 
     monkeypatch.setattr(health, "_heartbeat_check", broken)
 
@@ -61,8 +64,11 @@ def test_health_is_down_when_the_database_does_not_answer(client, this_node, mon
     assert body["checks"]["database"] == {
         "status": "DOWN",
         "vendor": body["checks"]["database"]["vendor"],
-        "error": "connection refused",
+        "reason": "the database does not answer",
     }
+    assert "database: the database does not answer" in body["reason"]
+    for leaked in ("10.9.8.7", "5432", "password", "qprint"):
+        assert leaked not in response.content.decode()
 
 
 @pytest.mark.parametrize(

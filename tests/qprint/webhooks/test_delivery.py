@@ -8,6 +8,7 @@ import uuid
 
 import pytest
 from django.db import connection, transaction
+from django.test import override_settings
 
 from qprint import api
 from qprint.domain import connection as connection_record
@@ -18,6 +19,7 @@ from qprint.models.serializers import device_object, job_object
 from qprint.webhooks import endpoints, outbox
 from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device
+from tests.qprint.webhooks.conftest import LOOPBACK
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -154,7 +156,7 @@ def test_a_delivery_failing_for_three_days_is_marked_failed(endpoint, receiver):
 def test_two_senders_never_send_the_same_row_at_the_same_moment(endpoint, receiver, start_sender):
     receiver.delay = 0.05
     for _ in range(60):
-        endpoints.send_test(endpoint)
+        outbox.announce_test(endpoint)
     start_sender(max_in_flight=8, poll_seconds=0.1)
     start_sender(max_in_flight=8, poll_seconds=0.1)
     wait_until(
@@ -168,9 +170,16 @@ def test_two_senders_never_send_the_same_row_at_the_same_moment(endpoint, receiv
     )  # each sent once: no row was taken by both senders
 
 
+@override_settings(
+    QPRINT={
+        **LOOPBACK,
+        "WEBHOOK_MAX_IN_FLIGHT_PER_ENDPOINT": 100,
+        "WEBHOOK_MAX_IN_FLIGHT_PER_TENANT": 100,
+    }
+)
 def test_concurrent_takers_get_disjoint_rows(endpoint):
     for _ in range(40):
-        endpoints.send_test(endpoint)
+        outbox.announce_test(endpoint)
     barrier = threading.Barrier(4)
     taken: list[list[int]] = []
 
