@@ -126,3 +126,31 @@ async def test_a_cloudprnt_printer_token_opens_no_socket_refused_like_an_unknown
     assert status == 401 and body["error"] == "unauthorized"
     counted = await adb(lambda: AuthFailureCount.objects.get(scope="addr:127.0.0.11").failures)
     assert counted == 1
+
+
+async def test_the_http_api_and_the_socket_upgrade_come_in_through_one_door(
+    device_and_token, sockets, monkeypatch
+):
+    """Both transports authenticate a device with ``credentials.authenticate_device``."""
+    from django.test import Client
+    from django.urls import reverse
+
+    from qprint.domain import credentials
+
+    came_in: list[str] = []
+    real = credentials.authenticate_device
+
+    def door(secret, **how):
+        came_in.append(how.get("kind", "agent"))
+        return real(secret, **how)
+
+    monkeypatch.setattr(credentials, "authenticate_device", door)
+    _, token = device_and_token
+    claim = await adb(
+        lambda: Client().post(reverse("qprint:device-claim"), HTTP_AUTHORIZATION=f"Bearer {token}")
+    )
+    assert claim.status_code == 409  # authenticated, then gated: not connected
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.close()
+    assert came_in == ["agent", "agent"]
