@@ -17,7 +17,7 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.process_collector import ProcessCollector
 
 import qcluster.metrics
-import qprint.metrics
+import qprint.metrics.collectors
 
 #: This process's exposition: the cluster and the print figures read from the database, this
 #: process's own instruments, and its resource use (``process_*``).
@@ -28,9 +28,12 @@ def _cache_seconds() -> float:
     return settings.METRICS_CACHE_SECONDS
 
 
-for collector in (qcluster.metrics.ClusterCollector(), qprint.metrics.DatabaseCollector()):
+for collector in (
+    qcluster.metrics.ClusterCollector(),
+    qprint.metrics.collectors.DatabaseCollector(),
+):
     REGISTRY.register(qcluster.metrics.CachedCollector(collector, _cache_seconds))
-REGISTRY.register(qprint.metrics.ProcessCollector())
+REGISTRY.register(qprint.metrics.collectors.ProcessCollector())
 ProcessCollector(registry=REGISTRY)
 
 

@@ -1,52 +1,55 @@
-"""The ``QCLUSTER`` settings dict: its defaults live here and nowhere else.
+"""The ``QCLUSTER`` settings dict: each setting declared once, here (its default, what it is for,
+the rule a value must meet and the check id naming a bad one).
 
 Read through ``cluster_settings.NAME``; the object reloads on Django's ``setting_changed``
 signal so ``override_settings(QCLUSTER=...)`` works in tests. Nothing is written onto
-``django.conf.settings``.
+``django.conf.settings``. ``manage.py check`` runs ``cluster_settings.check()``
+(:mod:`qcluster.checks`); the machinery is :mod:`qcluster.appsettings`.
 """
 
 from typing import Any
 
-from django.conf import settings
-from django.core.signals import setting_changed
+from qcluster.appsettings import AppSettings, Setting, at_least, is_int
 
-DEFAULTS: dict[str, Any] = {
-    # Overrides the version reported by each node (else QQQ_APP_VERSION, else the package version).
-    "APP_VERSION": None,
-    # How often the admin's nodes widget refreshes itself.
-    "WIDGET_REFRESH_SECONDS": 15,
-    # How long a draining node waits for its running tasks before it stops.
-    "DRAIN_GRACE_SECONDS": 30,
-    # A lease holder stops acting this long before its lease expires.
-    "LEASE_SAFETY_SECONDS": 2,
-}
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "APP_VERSION",
+        None,
+        "Overrides the version reported by each node (else QQQ_APP_VERSION, else the package "
+        "version).",
+        must="None or a non-empty string",
+        valid=lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
+        error="qcluster.E002",
+    ),
+    Setting(
+        "WIDGET_REFRESH_SECONDS",
+        15,
+        "How often the admin's nodes widget refreshes itself.",
+        must="an integer >= 1",
+        valid=lambda v: is_int(v) and v >= 1,
+        error="qcluster.E003",
+    ),
+    Setting(
+        "DRAIN_GRACE_SECONDS",
+        30,
+        "How long a draining node waits for its running tasks before it stops.",
+        must="a number of seconds >= 0",
+        valid=at_least(0),
+        error="qcluster.E004",
+    ),
+    Setting(
+        "LEASE_SAFETY_SECONDS",
+        2,
+        "A lease holder stops acting this long before its lease expires.",
+        must="a number of seconds >= 0",
+        valid=at_least(0),
+        error="qcluster.E005",
+    ),
+)
 
+cluster_settings = AppSettings(
+    "QCLUSTER", "qcluster", SETTINGS, not_a_dict="qcluster.E001", unknown_key="qcluster.W001"
+)
 
-class ClusterSettings:
-    def __init__(self) -> None:
-        self._cache: dict[str, Any] = {}
-
-    @property
-    def user_settings(self) -> dict[str, Any]:
-        return getattr(settings, "QCLUSTER", None) or {}
-
-    def __getattr__(self, name: str) -> Any:
-        if name not in DEFAULTS:
-            raise AttributeError(f"Unknown QCLUSTER setting: {name!r}")
-        if name not in self._cache:
-            self._cache[name] = self.user_settings.get(name, DEFAULTS[name])
-        return self._cache[name]
-
-    def reload(self) -> None:
-        self._cache.clear()
-
-
-cluster_settings = ClusterSettings()
-
-
-def _reload(*, setting: str, **kwargs: Any) -> None:
-    if setting == "QCLUSTER":
-        cluster_settings.reload()
-
-
-setting_changed.connect(_reload)
+#: Each setting's default, by name.
+DEFAULTS: dict[str, Any] = cluster_settings.defaults

@@ -38,13 +38,12 @@ from qcluster import gauges, leases, nodes, runtime_config, signals, sweeper, ta
 from qcluster.conf import cluster_settings
 from qcluster.identity import NodeIdentity
 from qcluster.models import LIVE_STATUSES, ClusterSetting, NodeStatus
+from qcluster.workers import MAX_BACKOFF_SECONDS, WorkerThreads
 
 logger = logging.getLogger("qcluster.runtime")
 
 T = TypeVar("T")
 
-#: Longest pause between two attempts when the database does not answer.
-MAX_BACKOFF_SECONDS = 30.0
 #: After a stop request, the grace plus this long to record STOPPED; then the process exits
 #: whatever the database is doing.
 STOP_RECORD_SECONDS = 5
@@ -104,9 +103,7 @@ class ClusterRuntime:
         self.db = ThreadPoolExecutor(1, thread_name_prefix="qcluster-db")
         self.pool_size = max(1, len(self.task_states))
         self.pool = ThreadPoolExecutor(self.pool_size, thread_name_prefix="qcluster-task")
-        self.workers = tasks.registered_workers()
-        self.worker_stop = threading.Event()
-        self.worker_threads: dict[str, threading.Thread] = {}
+        self.workers = WorkerThreads(node.node_id, tasks.registered_workers())
 
     # --- signals and time (main thread) -------------------------------------------------------
 
@@ -227,7 +224,7 @@ class ClusterRuntime:
             os.getpid(),
         )
         if not self.once:
-            self._start_workers()
+            self.workers.start()
         while True:
             started = time.monotonic()
             if self._stop_requested() and self.drain_reason != "signal":
@@ -290,7 +287,7 @@ class ClusterRuntime:
                 self.phase, self.drain_reason = UP, ""
                 logger.info("node_up node=%s reason=drain_cancelled", self.node.node_id)
                 if not self.once:
-                    self._start_workers()
+                    self.workers.start()
         elif beat.status != NodeStatus.DRAINING:
             nodes.mark_draining(self.node.node_id)
 
@@ -380,50 +377,13 @@ class ClusterRuntime:
 
     def _busy(self) -> int:
         """Running tasks plus live worker threads: what a stop waits for."""
-        return self._running_tasks() + sum(1 for t in self.worker_threads.values() if t.is_alive())
+        return self._running_tasks() + self.workers.alive()
 
     def _wait_for_tasks(self) -> None:
         deadline = time.monotonic() + cluster_settings.DRAIN_GRACE_SECONDS
         while self._busy() and time.monotonic() < deadline:
             self._check_hard_deadline()
             time.sleep(TICK_SECONDS)
-
-    # --- workers ------------------------------------------------------------------------------
-
-    def _start_workers(self) -> None:
-        self.worker_stop.clear()
-        for worker in self.workers:
-            thread = self.worker_threads.get(worker.name)
-            if thread is not None and thread.is_alive():
-                continue
-            thread = threading.Thread(
-                target=self._run_worker,
-                args=(worker,),
-                name=f"qcluster-worker-{worker.name}",
-                daemon=True,  # one that will not stop must not keep the process alive
-            )
-            self.worker_threads[worker.name] = thread
-            thread.start()
-            logger.info("worker_started node=%s worker=%s", self.node.node_id, worker.name)
-
-    def _run_worker(self, worker: tasks.Worker) -> None:
-        failures = 0
-        while not self.worker_stop.is_set():
-            close_old_connections()
-            try:
-                worker.run(self.worker_stop)
-                failures = 0
-            except Exception:
-                failures += 1
-                logger.exception(
-                    "worker_failed node=%s worker=%s attempt=%d",
-                    self.node.node_id,
-                    worker.name,
-                    failures,
-                )
-            finally:
-                connections.close_all()
-            self.worker_stop.wait(min(MAX_BACKOFF_SECONDS, 0.5 * 2 ** min(failures, 10)))
 
     # --- drain and stop -----------------------------------------------------------------------
 
@@ -446,7 +406,7 @@ class ClusterRuntime:
             cluster_settings.DRAIN_GRACE_SECONDS,
         )
         self._lose_sweeper("draining")
-        self.worker_stop.set()
+        self.workers.stop.set()
         for state in self.task_states.values():
             state.holding = False
         signals.node_draining.send(sender=self.__class__, node_id=self.node.node_id)
@@ -473,7 +433,7 @@ class ClusterRuntime:
         nodes.mark_stopped(self.node.node_id)
 
     def _shutdown(self, code: int, abandoned: int = 0) -> int:
-        self.worker_stop.set()
+        self.workers.stop.set()
         self.db.submit(connections.close_all)
         self.db.shutdown(wait=False, cancel_futures=False)
         self.pool.shutdown(wait=False, cancel_futures=True)

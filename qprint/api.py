@@ -26,7 +26,6 @@ from qprint.domain.credentials import (
     rotate_device_token,
 )
 from qprint.domain.devices import (
-    DeviceSummary,
     device_summary,
     disable_device,
     enable_device,
@@ -47,6 +46,7 @@ from qprint.domain.submission import (
     reprint_job,
     submit_job,
 )
+from qprint.models.summaries import DeviceSummary
 
 __all__ = [
     "ACCEPTED_CONTENT_TYPES",

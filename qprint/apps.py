@@ -9,22 +9,22 @@ class QPrintConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from qprint import metrics
         from qprint.core import (
             checks,  # noqa: F401  (registers the system checks)
             cluster,
         )
+        from qprint.metrics import collectors
         from qprint.realtime import bus, publisher
 
-        # Wakeups leave through the bounded channel-layer publisher.
+        # Wakeups leave through the process's bounded publisher (shared with the notices).
         installed = publisher.install()
         # /metrics reads this process's realtime figures (qprint.metrics imports no transport).
-        metrics.install(
+        collectors.install(
             cluster.node_id,
             sockets_open=bus.open_sockets,
             bus_up=bus.bus_up,
             bus_outages=lambda: sum(b.outages for b in bus.all_buses()),
-            wake_queue_depth=installed.queue.qsize,
+            wake_queue_depth=installed.groups.queue.qsize,
             wakeup_counters=lambda: installed.counters,
         )
         if cluster.installed():  # else qprint.E006 names what is missing

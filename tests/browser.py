@@ -17,7 +17,7 @@
   to the live processes.
 
 Every wait is for a condition with a deadline (Playwright's ``wait_for_*`` or
-:func:`tests.processes.wait_until`).
+:func:`tests.waiting.wait_until`).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from typing import TypeVar
 import pytest
 
 from tests import services as service_discovery
-from tests.processes import ManagedProcess, daphne_node, free_port, manage, port_open, wait_until
+from tests.processes import ManagedProcess, daphne_node, free_port, manage, port_open
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 

@@ -10,10 +10,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
+
+from tests.waiting import wait_until
 
 T = TypeVar("T")
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -50,27 +50,6 @@ def database_url_of(settings_dict: dict[str, Any]) -> str:
     host = d.get("HOST") or "127.0.0.1"
     port = f":{d['PORT']}" if d.get("PORT") else ""
     return f"postgres://{auth}{host}{port}/{d['NAME']}"
-
-
-def wait_until(
-    predicate: Callable[[], T], timeout: float, interval: float = 0.05, message: str = ""
-) -> T:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
-    last_error: Exception | None = None
-    while True:
-        try:
-            value = predicate()
-            if value:
-                return value
-        except Exception as exc:  # the condition may not be observable yet
-            last_error = exc
-        if time.monotonic() >= deadline:
-            detail = f" (last error: {last_error!r})" if last_error else ""
-            raise AssertionError(
-                f"timed out after {timeout}s waiting for {message or predicate}{detail}"
-            )
-        time.sleep(interval)
 
 
 def free_port() -> int:

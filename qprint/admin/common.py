@@ -113,20 +113,6 @@ def short_job_id(job: PrintJob) -> str:
     return str(job.id)[:8]
 
 
-def revision_words(applied: int, current: int) -> str:
-    """An applied revision against the current one, in plain words."""
-    if applied == current:
-        return _("up to date")
-    return _("waiting for the device (it applied %(applied)d, current is %(current)d)") % {
-        "applied": applied,
-        "current": current,
-    }
-
-
-def milliseconds(delta) -> int | None:
-    return None if delta is None else round(delta.total_seconds() * 1000)
-
-
 def post_only(request: HttpRequest) -> HttpResponse | None:
     """The console's buttons post; anything else is 405 (a link or a prefetch changes nothing)."""
     return None if request.method == "POST" else HttpResponseNotAllowed(["POST"])

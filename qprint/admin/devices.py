@@ -7,8 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
-from django.db.models import DurationField, ExpressionWrapper, F, OuterRef, QuerySet, Subquery
-from django.db.models.functions import Now
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import path, reverse
@@ -23,15 +22,12 @@ from qprint.admin.common import (
     apply_to_all,
     apply_to_each,
     post_only,
-    revision_words,
     show_secrets_once,
 )
 from qprint.core import gate
-from qprint.core.states import JobStatus
+from qprint.domain import console
 from qprint.models import (
     Device,
-    DevicePrinter,
-    PrintJob,
 )
 
 
@@ -115,25 +111,7 @@ class DeviceAdmin(admin.ModelAdmin):
     console_rows = 10
 
     def get_queryset(self, request: HttpRequest) -> QuerySet:
-        lease_left = ExpressionWrapper(
-            F("connection_lease_expires_at") - Now(), output_field=DurationField()
-        )
-        seen_ago = ExpressionWrapper(Now() - F("last_seen_at"), output_field=DurationField())
-        return (
-            super()
-            .get_queryset(request)
-            .with_liveness()
-            .with_queue_depth()
-            .annotate(
-                lease_left=lease_left,
-                seen_ago=seen_ago,
-                printer_status=Subquery(
-                    DevicePrinter.objects.filter(device=OuterRef("pk"))
-                    .order_by("-is_default", "name")
-                    .values("status")[:1]
-                ),
-            )
-        )
+        return console.devices(super().get_queryset(request))
 
     def get_fields(self, request, obj=None):
         if obj is None:
@@ -163,47 +141,11 @@ class DeviceAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, context)
 
     def console(self, request: HttpRequest, device: Device) -> dict[str, Any]:
-        """What the device's page shows above its fields (read on each render)."""
-        refusal = gate.refusal(device)
-        live = bool(device.connection_live)
-        jobs = PrintJob.objects.filter(device=device)
+        """What the device's page shows above its fields (read on each render): the domain's
+        read model and the buttons this user may press."""
         may_change = self.has_change_permission(request, device)
         return {
-            "live": live,
-            "node": device.connection_node if live else "",
-            "ready": live and device.connection_ready,
-            "since": device.connection_since if live else None,
-            "lease_left_seconds": (
-                max(0, round(device.lease_left.total_seconds()))
-                if live and device.lease_left is not None
-                else None
-            ),
-            "last_seen_at": device.last_seen_at,
-            "seen_seconds_ago": (
-                max(0, round(device.seen_ago.total_seconds()))
-                if device.seen_ago is not None
-                else None
-            ),
-            "control": revision_words(device.control_applied_revision, device.control_revision),
-            "settings": revision_words(device.settings_applied_revision, device.settings_revision),
-            "control_up_to_date": device.control_applied_revision == device.control_revision,
-            "gate_open": refusal is None,
-            "gate_code": refusal.code if refusal else "open",
-            "gate_message": refusal.message if refusal else _("The device may claim now."),
-            "claimed": jobs.filter(status=JobStatus.CLAIMED).first(),
-            "queue": list(jobs.claimable()[: self.console_rows]),
-            "queue_depth": device.queue_depth,
-            "printers": [
-                {
-                    "printer": printer,
-                    "reasons": [
-                        str(r) for r in (printer.capabilities or {}).get("state_reasons", [])
-                    ],
-                    "message": (printer.capabilities or {}).get("state_message", ""),
-                }
-                for printer in DevicePrinter.objects.filter(device=device).order_by("name")
-            ],
-            "recent": list(jobs.order_by("-created_at")[: self.console_rows]),
+            **console.device_console(device, rows=self.console_rows),
             "actions": [
                 (name, label, confirm)
                 for name, label, shown, confirm in self.console_actions

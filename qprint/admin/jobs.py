@@ -24,7 +24,6 @@ from qprint.admin.common import (
     ReadOnlyAdminMixin,
     actor,
     apply_to_each,
-    milliseconds,
     post_only,
     refused_on_page,
     short_job_id,
@@ -32,8 +31,7 @@ from qprint.admin.common import (
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import NotFound, QPrintError
 from qprint.core.states import JobStatus
-from qprint.domain import jobs as job_rules
-from qprint.domain import overview, reconcile
+from qprint.domain import console, overview, reconcile
 from qprint.models import (
     PrintJob,
     PrintJobEvent,
@@ -156,35 +154,16 @@ class PrintJobAdmin(admin.ModelAdmin):
         return super().change_view(request, object_id, form_url, context)
 
     def console(self, request: HttpRequest, job: PrintJob) -> dict[str, Any]:
-        """The timeline (each event, its node and the milliseconds since the previous one), the
-        claim, the document link and the buttons that apply now."""
-        timeline, previous = [], None
-        for event in job_rules.events_of(job):
-            detail = event.detail if isinstance(event.detail, dict) else {}
-            node = detail.get("node") or (job.claim_node if event.type == "CLAIMED" else "")
-            timeline.append(
-                {
-                    "event": event,
-                    "node": node,
-                    "by": detail.get("by") or detail.get("submitted_by") or "",
-                    "since_previous_ms": milliseconds(
-                        event.recorded_at - previous if previous else None
-                    ),
-                }
-            )
-            previous = event.recorded_at
+        """The domain's read model of the job (timeline, claim, reprints) and the buttons that
+        apply now for this user."""
+        read = console.job_console(job)
         may_act = self.may_act(request)
-        reprints = list(job_rules.reprints_of(job).only("id", "status", "created_at"))
         return {
-            "timeline": timeline,
-            "total_ms": milliseconds(previous - timeline[0]["event"].recorded_at)
-            if timeline
-            else None,
-            "reprints": reprints,
+            **read,
             "may_download": request.user.has_perm("qprint.view_printjob"),
-            "may_cancel": may_act and job_rules.may_cancel(job),
+            "may_cancel": may_act and read["cancellable"],
             "may_reprint": may_act,
-            "may_force_reprint": may_act and bool(reprints),
+            "may_force_reprint": may_act and bool(read["reprints"]),
         }
 
     def document_view(self, request, object_id):

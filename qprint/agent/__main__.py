@@ -10,9 +10,8 @@ import tempfile
 
 from qprint.agent import __version__
 from qprint.agent.config import AgentConfig, devices_from, read_toml
-from qprint.agent.printers import make_printers, parse_printer_argument
+from qprint.agent.printers import backend_for, make_printers, parse_printer_argument, spooler_uri
 from qprint.agent.simulator import Fleet
-from qprint.agent.spoolers import make_spooler
 from qprint.agent.systemd import unit_main
 
 DESCRIPTION = """\
@@ -263,12 +262,9 @@ def make_backend(config: AgentConfig):
             cups_server=config.cups_server,
             socket_timeouts=(config.socket_connect_timeout, config.socket_write_timeout),
         )
-    return make_spooler(
-        config.spooler,
-        directory=config.spool_dir,
-        queue=config.cups_queue,
-        cups_server=config.cups_server,
-    )
+    # One printer named by --spooler: the same registry, CUPS polled every 0.5 s as before.
+    uri = spooler_uri(config.spooler, directory=config.spool_dir, queue=config.cups_queue)
+    return backend_for(uri, cups_server=config.cups_server, poll_interval=0.5)
 
 
 async def run(config: AgentConfig, spooler=None) -> int:

@@ -19,6 +19,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from qprint.agent import __version__
 from qprint.agent import journal as j
 from qprint.agent import protocol as p
+from qprint.agent.commands import CommandRunner
 from qprint.agent.config import AgentConfig, DeviceConfig
 from qprint.agent.connection import (
     Backoff,
@@ -38,7 +39,6 @@ from qprint.agent.worker import (
     DONE,
     GATE_RETRY_CODES,
     Assignment,
-    CommandRunner,
     JobRunner,
     Reporter,
     error_code,

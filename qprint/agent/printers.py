@@ -17,6 +17,7 @@ nothing was printed (FAILED), or anything else when the outcome is unknown (OUTC
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,6 @@ from qprint.agent.spoolers import (
     follow_ipp_job,
 )
 
-SCHEMES = ("cups", "ipp", "ipps", "socket", "dir", "null")
 RAW_PORT = 9100
 
 
@@ -52,8 +52,8 @@ def check_uri(uri: str) -> str:
     """The URI's scheme; ``ValueError`` naming what is wrong with it."""
     scheme, sep, rest = uri.partition(":")
     scheme = scheme.lower()
-    if not sep or scheme not in SCHEMES:
-        raise ValueError(f"printer URI {uri!r}: the scheme must be one of {', '.join(SCHEMES)}")
+    if not sep or scheme not in BACKENDS:
+        raise ValueError(f"printer URI {uri!r}: the scheme must be one of {', '.join(BACKENDS)}")
     if scheme in ("ipp", "ipps", "socket"):
         parts = urlsplit(uri)
         if not parts.hostname:
@@ -212,6 +212,68 @@ class IppPrinter(Spooler):
             return False
 
 
+def _null(uri: str, rest: str, options: "BackendOptions") -> Spooler:
+    return NullSpooler()
+
+
+def _directory(uri: str, rest: str, options: "BackendOptions") -> Spooler:
+    return DirectorySpooler(Path(rest))
+
+
+def _cups(uri: str, rest: str, options: "BackendOptions") -> Spooler:
+    return CupsSpooler(
+        queue=rest or None, server=options.cups_server, poll_interval=options.poll_interval
+    )
+
+
+def _ipp(uri: str, rest: str, options: "BackendOptions") -> Spooler:
+    return IppPrinter(uri, poll_interval=options.poll_interval)
+
+
+def _socket(uri: str, rest: str, options: "BackendOptions") -> Spooler:
+    parts = urlsplit(uri)
+    return SocketPrinter(
+        parts.hostname or "",
+        parts.port or RAW_PORT,
+        connect_timeout=options.socket_timeouts[0],
+        write_timeout=options.socket_timeouts[1],
+    )
+
+
+@dataclass(frozen=True)
+class BackendOptions:
+    """What the agent's options say to every backend (each takes what concerns it)."""
+
+    cups_server: str | None = None
+    socket_timeouts: tuple[float, float] = (10, 30)
+    poll_interval: float = 1.0
+
+
+#: The printer registry: a URI scheme and the backend it makes (``factory(uri, rest, options)``,
+#: ``rest`` the URI after ``scheme:``). A new backend is one entry here, and its URI's rules in
+#: :func:`check_uri` when it has some.
+BACKENDS: dict[str, Callable[[str, str, BackendOptions], Spooler]] = {
+    "cups": _cups,
+    "ipp": _ipp,
+    "ipps": _ipp,
+    "socket": _socket,
+    "dir": _directory,
+    "null": _null,
+}
+
+#: ``--spooler KIND`` (one printer, without ``--printer``) as the URI it stands for.
+SPOOLER_KINDS = {"cups": "cups:", "directory": "dir:", "null": "null:"}
+
+
+def spooler_uri(kind: str, *, directory: str | None = None, queue: str | None = None) -> str:
+    """The printer URI of ``--spooler KIND`` (``--spool-dir``, ``--cups-queue``)."""
+    if kind not in SPOOLER_KINDS:
+        raise ValueError(f"unknown spooler {kind!r} ({', '.join(sorted(SPOOLER_KINDS))})")
+    if kind == "directory" and not directory:
+        raise ValueError("the directory spooler needs --spool-dir")
+    return SPOOLER_KINDS[kind] + ((directory if kind == "directory" else queue) or "")
+
+
 def backend_for(
     uri: str,
     *,
@@ -219,23 +281,10 @@ def backend_for(
     socket_timeouts: tuple[float, float] = (10, 30),
     poll_interval: float = 1.0,
 ) -> Spooler:
+    """The backend of the printer URI ``uri``, from :data:`BACKENDS`."""
     scheme = check_uri(uri)
-    rest = uri.partition(":")[2]
-    if scheme == "null":
-        return NullSpooler()
-    if scheme == "dir":
-        return DirectorySpooler(Path(rest))
-    if scheme == "cups":
-        return CupsSpooler(queue=rest or None, server=cups_server, poll_interval=poll_interval)
-    if scheme in ("ipp", "ipps"):
-        return IppPrinter(uri, poll_interval=poll_interval)
-    parts = urlsplit(uri)
-    return SocketPrinter(
-        parts.hostname or "",
-        parts.port or RAW_PORT,
-        connect_timeout=socket_timeouts[0],
-        write_timeout=socket_timeouts[1],
-    )
+    options = BackendOptions(cups_server, socket_timeouts, poll_interval)
+    return BACKENDS[scheme](uri, uri.partition(":")[2], options)
 
 
 class Printers(Spooler):

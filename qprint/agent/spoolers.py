@@ -435,21 +435,3 @@ class CupsSpooler(Spooler):
             self._cancelled.discard(ref)
             return False
         return True
-
-
-def make_spooler(
-    kind: str,
-    *,
-    directory: str | None = None,
-    queue: str | None = None,
-    cups_server: str | None = None,
-) -> Spooler:
-    if kind == "null":
-        return NullSpooler()
-    if kind == "directory":
-        if not directory:
-            raise ValueError("the directory spooler needs --spool-dir")
-        return DirectorySpooler(directory)
-    if kind == "cups":
-        return CupsSpooler(queue=queue, server=cups_server)
-    raise ValueError(f"unknown spooler {kind!r} (cups, directory, null)")

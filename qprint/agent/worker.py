@@ -1,4 +1,5 @@
-"""The device's work: claim, download, verify, spool, report; and the server's commands.
+"""The device's work: claim, download, verify, spool, report (the server's commands are
+``commands``'s).
 
 Everything that changes the world (the spooler, a cancellation) is preceded by a journal write,
 and every report to the server comes from the journal's outbox (see ``journal``). The worker
@@ -378,90 +379,3 @@ class JobRunner:
         ):
             log = logger.info if status == "PRINTED" else logger.warning
             log("job_%s device=%s job=%s message=%s", status.lower(), self.device, job_id, message)
-
-
-class CommandRunner:
-    """Runs each server command once (the journal remembers it) and reports the result."""
-
-    def __init__(
-        self,
-        device: str,
-        journal: AsyncJournal,
-        http: httpx.AsyncClient,
-        reporter: Reporter,
-        spooler: Spooler,
-    ):
-        self.device = device
-        self.journal = journal
-        self.http = http
-        self.reporter = reporter
-        self.spooler = spooler
-
-    async def run(self, endpoints: Endpoints, command_id: str, kind: str, payload: dict) -> None:
-        if not await self.journal.start_command(command_id, kind):
-            await self.reporter.flush(endpoints)  # a repeat: its result may still be unsent
-            return
-        logger.info("command_started device=%s command=%s type=%s", self.device, command_id, kind)
-        try:
-            if kind == "CANCEL_JOB":
-                status, result = await self._cancel_job(endpoints, str(payload.get("job_id", "")))
-            elif kind == "PRINT_TEST_PAGE":
-                ref = await asyncio.to_thread(self.spooler.test_page, payload.get("printer"))
-                status, result = "DONE", {"spool_ref": ref}
-            elif kind == "REPORT_PRINTERS":
-                printers = await report_printers(self.http, endpoints, self.spooler)
-                status, result = "DONE", {"printers": printers}
-            else:
-                status, result = "FAILED", {"error": "unknown_command", "message": kind}
-        except Exception as exc:
-            status, result = "FAILED", {"error": exc.__class__.__name__, "message": str(exc)}
-        await self.journal.finish_command(command_id, status, result)
-        logger.info(
-            "command_finished device=%s command=%s type=%s status=%s",
-            self.device,
-            command_id,
-            kind,
-            status,
-        )
-        await self.reporter.flush(endpoints)
-
-    async def _cancel_job(self, endpoints: Endpoints, job_id: str) -> tuple[str, dict[str, Any]]:
-        entry = await self.journal.job(job_id)
-        if entry is None:
-            return "DONE", {"cancelled": False, "reason": "unknown_job"}
-        if entry.may_submit and await self.journal.advance(
-            job_id,
-            "CANCELLED",
-            event="CANCELLED",
-            message="cancelled before printing",
-            expect=j.SUBMITTABLE_STATES,
-        ):
-            return "DONE", {"cancelled": True}
-        if entry.state == j.SPOOLED and entry.spool_ref:
-            stopped = await asyncio.to_thread(self.spooler.cancel, entry.spool_ref)
-            if stopped:
-                # The follower may have seen the cancellation first and recorded it.
-                await self.journal.advance(
-                    job_id,
-                    "CANCELLED",
-                    event="CANCELLED",
-                    message="cancelled in the spooler on request",
-                    expect=frozenset({j.SPOOLED}),
-                )
-                entry = await self.journal.job(job_id)
-                assert entry is not None
-                if entry.state == "CANCELLED":
-                    return "DONE", {"cancelled": True}
-        entry = await self.journal.job(job_id)
-        assert entry is not None
-        return "DONE", {"cancelled": False, "reason": f"job is {entry.state}"}
-
-
-async def report_printers(
-    http: httpx.AsyncClient, endpoints: Endpoints, spooler: Spooler
-) -> list[dict[str, Any]]:
-    """Send the spooler's printers as the device's full list (``PUT api/v1/device/printers``)."""
-    printers = await asyncio.to_thread(spooler.printers)
-    response = await http.put(endpoints.printers, json={"printers": printers})
-    response.raise_for_status()
-    return printers

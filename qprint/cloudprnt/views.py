@@ -10,7 +10,7 @@ HTTP Basic authentication: user name the device's name, password its token (401 
 ``WWW-Authenticate: Basic`` otherwise), through the throttle of failed authentications. The view
 is async and its work runs on the node's HTTP database threads, so a burst of polls waits for no
 thread of its own. Every answer says it must not be cached (:data:`NO_CACHE`). The rules are the
-domain's (:mod:`qprint.domain.cloudprnt`); the wire is :mod:`qprint.cloudprnt.protocol`.
+domain's (:mod:`qprint.domain.cloudprnt`); the wire is :mod:`qprint.core.cloudprnt_protocol`.
 """
 
 from __future__ import annotations
@@ -22,12 +22,12 @@ import time
 from django.http import HttpRequest, HttpResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint import metrics
-from qprint.cloudprnt import protocol
+from qprint.core import cloudprnt_protocol as protocol
 from qprint.core import executor
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Unauthorized
 from qprint.domain import cloudprnt, credentials
+from qprint.metrics import instruments
 from qprint.models import Device, DeviceKind
 from qprint.views.http import (
     RequestError,
@@ -172,7 +172,7 @@ async def endpoint(request: HttpRequest) -> HttpResponse:
     answer = getattr(response, "qprint_answer", None)
     if answer is None:
         answer = "ok" if response.status_code < 400 else _error_code(response)
-    metrics.cloudprnt_answered(kind, started, response.status_code, answer)
+    instruments.cloudprnt_answered(kind, started, response.status_code, answer)
     return response
 
 

@@ -8,7 +8,10 @@ docs/CLUSTER.md, "Doors for other apps"):
 - the node's status (:func:`node_is_draining`): the web process's drain watch closes its
   device sockets when ``cluster_runtime`` marks the node DRAINING;
 - the per-node gauges (:func:`register_gauge`): the heartbeat writes ``cluster_node.connections``;
-- workers (:func:`register_worker`): the webhook sender runs on every node's ``cluster_runtime``.
+- workers (:func:`register_worker`): the webhook sender runs on every node's ``cluster_runtime``;
+- the settings machinery (:class:`AppSettings`, :class:`Setting` and their rules, from
+  ``qcluster.appsettings``): ``QPRINT`` is declared on it (:mod:`qprint.core.conf`), like
+  ``QCLUSTER``. It needs nothing but Django's settings, so it is imported at once.
 
 ``qcluster`` must be in ``INSTALLED_APPS`` (system check ``qprint.E006``); until it is, nothing is
 registered and :func:`node_id` still answers from the environment.
@@ -21,6 +24,14 @@ from collections.abc import Callable
 from datetime import timedelta
 
 from django.apps import apps
+
+from qcluster.appsettings import (  # noqa: F401  (the settings machinery, for qprint.core.conf)
+    AppSettings,
+    Setting,
+    at_least,
+    positive_int,
+    positive_number,
+)
 
 
 def installed() -> bool:

@@ -44,7 +44,8 @@ def pooled(alias: str = "default") -> bool:
 
 
 class DatabaseThreads:
-    """A named set of threads (``QPRINT[setting]`` of them) that run database functions."""
+    """A named set of threads (``QPRINT[setting]`` of them, or ``threads``) that run database
+    functions."""
 
     #: Called around each statement run here (tests count statements with it).
     statement_observer: Callable[..., Any] | None = None
@@ -52,20 +53,34 @@ class DatabaseThreads:
     #: open transaction, invisible to other connections, set it).
     inline: bool = False
 
-    def __init__(self, name: str, setting: str) -> None:
+    def __init__(
+        self, name: str, setting: str | None = None, *, threads: int | None = None
+    ) -> None:
+        if (setting is None) == (threads is None):
+            raise ValueError("give the setting naming the number of threads, or the number")
         self.name = name
         self.setting = setting
+        self.threads = threads
         self._lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
 
     def executor(self) -> ThreadPoolExecutor:
         with self._lock:
             if self._executor is None:
+                workers = self.threads or int(getattr(qprint_settings, self.setting or ""))
                 self._executor = ThreadPoolExecutor(
-                    max_workers=int(getattr(qprint_settings, self.setting)),
-                    thread_name_prefix=f"qprint-{self.name}-db",
+                    max_workers=workers, thread_name_prefix=f"qprint-{self.name}-db"
                 )
             return self._executor
+
+    def shutdown(self) -> None:
+        """Close every thread's connection and stop the threads (a worker that ends); the next
+        call starts new ones."""
+        self.close_connections()
+        with self._lock:
+            pool, self._executor = self._executor, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     def _on_thread(self, func: Callable[..., T]) -> Callable[..., T]:
         def call(*args: Any, **kwargs: Any) -> T:

@@ -1,8 +1,19 @@
-"""The job state machine, as data: statuses, their rank, and the moves allowed between them.
+"""The state machines, as data: a job's statuses, their rank and the moves allowed between them,
+and a device command's statuses.
 
-A job moves forward only and never leaves a final state (docs/JOBS.md, States). Skipping
-forward is allowed (CLAIMED -> FAILED when the download fails). The claim and the event
-recording ask :func:`can_move` before they write; nothing else changes a job's status.
+A job moves forward only and never leaves a final state (docs/JOBS.md, States). Skipping forward
+is allowed (CLAIMED -> FAILED when the download fails). Two modules move a job, each within
+:data:`TRANSITIONS`:
+
+- the claim (:mod:`qprint.domain.claim`) makes the one move QUEUED -> CLAIMED, and does not ask
+  :func:`can_move`: its UPDATE is guarded in SQL by the claimable predicate (``status =
+  'QUEUED'``, unexpired) and by "the device holds no CLAIMED job";
+- the event recording (:mod:`qprint.domain.events`: device events, and the server's cancel and
+  expiry through ``move_by_server``) asks :func:`can_move` before it writes, and its UPDATE is
+  guarded by the status it judged (``WHERE status = <current>``).
+
+Nothing else changes a job's status (``tests/qprint/core/test_states.py`` checks the claim's move
+is one of the table's).
 """
 
 from django.db import models
@@ -101,3 +112,13 @@ def rank(status: str) -> int:
 def can_move(current: str, target: str) -> bool:
     """True when a job in ``current`` may move to ``target`` (forward only, final is final)."""
     return target in TRANSITIONS.get(current, frozenset())
+
+
+#: A device command's statuses: PENDING -> DELIVERED -> DONE / FAILED, or EXPIRED from either of
+#: the first two (the moves are :mod:`qprint.domain.commands`'s).
+class CommandStatus(models.TextChoices):
+    PENDING = "PENDING", _("Pending")
+    DELIVERED = "DELIVERED", _("Delivered")
+    DONE = "DONE", _("Done")
+    FAILED = "FAILED", _("Failed")
+    EXPIRED = "EXPIRED", _("Expired")

@@ -1,5 +1,6 @@
 """Where a job's bytes live, behind one seam: :func:`save_document`, :func:`open_document`,
-:func:`delete_documents`. This module is the one writer of ``qprint_document``.
+:func:`delete_documents` (and :func:`document_insert` for the submission's one statement). This
+module is the one writer of ``qprint_document`` (``tests/qprint/test_owners.py``).
 
 ``QPRINT["DOCUMENT_BACKEND"]`` names the backend by dotted path:
 
@@ -114,6 +115,26 @@ def digest(content: bytes) -> str:
 def save_document(job: PrintJob, content: bytes) -> None:
     """Store ``content`` as ``job``'s document (inside the caller's transaction)."""
     backend().save(job, content)
+
+
+def in_database() -> bool:
+    """True when the configured backend keeps documents in the database (``DatabaseDocuments``):
+    then a statement that inserts the job may insert its document too (:func:`document_insert`)."""
+    return type(backend()) is DatabaseDocuments
+
+
+def document_insert(
+    rows: str, job_id: uuid.UUID, content: bytes, *, binary: bool = False
+) -> tuple[str, list]:
+    """``job_id``'s document as an ``INSERT ... SELECT ... FROM rows`` (positional parameters), for
+    a statement of data-modifying CTEs that inserts the job in the same round trip (only when
+    :func:`in_database`). ``binary``: the content's placeholder is psycopg's ``%b`` (a binary
+    parameter), for a statement run on psycopg's own server-binding cursor."""
+    placeholder = "%b" if binary else "%s"
+    return f"INSERT INTO qprint_document (job_id, content) SELECT %s, {placeholder} FROM {rows}", [
+        job_id,
+        content,
+    ]
 
 
 def open_document(job: PrintJob | uuid.UUID | str) -> bytes:

@@ -34,7 +34,6 @@ On SQLite (no data-modifying CTEs) steps 2 and 3 run as separate statements, ins
 is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a job into CLAIMED.
 """
 
-import json
 import logging
 import uuid
 from dataclasses import dataclass
@@ -50,7 +49,7 @@ from qprint.core.errors import NotFound
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.domain import credentials, events
-from qprint.models import Device, EventSource, PrintJob, raw
+from qprint.models import Device, PrintJob, raw
 from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
@@ -140,11 +139,7 @@ def _claimed(job_id, device: Device, claim_id, node: str) -> None:
 def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
     """Steps 2 and 3 as separate statements (SQLite)."""
     device_id = device.pk
-    held = (
-        PrintJob.objects.filter(device_id=device_id, status=JobStatus.CLAIMED)
-        .only(*_ASSIGNMENT_FIELDS)
-        .first()
-    )
+    held = PrintJob.objects.filter(device_id=device_id).held().only(*_ASSIGNMENT_FIELDS).first()
     if held is not None:
         logger.debug("claim_replayed job=%s device=%s claim=%s", held.pk, device_id, held.claim_id)
         return Assignment.of(held)
@@ -186,7 +181,7 @@ _COLUMNS = "id, claim_id, printer, title, content_type, size, sha256, options, p
 _CLAIM_SQL = f"""
 WITH held AS (
     SELECT {_COLUMNS} FROM qprint_job
-    WHERE device_id = %(device)s AND status = %(claimed_status)s
+    WHERE device_id = %(device)s AND {{held}}
     LIMIT 1
 ), claimed AS (
     UPDATE qprint_job
@@ -196,11 +191,7 @@ WITH held AS (
       AND NOT EXISTS (SELECT 1 FROM held)
     RETURNING {_COLUMNS}
 ), recorded AS (
-    INSERT INTO qprint_job_event
-        (event_id, job_id, device_id, source, type, message, detail, fingerprint)
-    SELECT %(event_id)s, id, NULL, %(source)s, %(claimed_status)s, '', %(detail)s::jsonb,
-           %(fingerprint)s
-    FROM claimed
+    {{event}}
     RETURNING job_id
 )
 SELECT 'held', {_COLUMNS} FROM held
@@ -229,26 +220,24 @@ def _assignment_of_row(row) -> Assignment:
 
 def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL)."""
-    statement = _CLAIM_SQL.replace("{claimable}", raw.claimable_job("qprint_job"))
+    template = _CLAIM_SQL.replace("{claimable}", raw.claimable_job("qprint_job")).replace(
+        "{held}", raw.held_job("qprint_job")
+    )
     candidate = device.next_job_id
     for _attempt in range(_MAX_CANDIDATES):
         claim_id = uuid.uuid4()
         detail = {"claim_id": str(claim_id), "node": node}
-        fingerprint = (
-            events.server_event_fingerprint(candidate, JobStatus.CLAIMED, "", detail)
-            if candidate
-            else ""
+        event, event_params = events.server_event_insert(
+            "claimed", candidate, JobStatus.CLAIMED, detail=detail, named=True
         )
+        statement = template.replace("{event}", event)
         params = {
             "device": device.pk,
             "candidate": candidate,
             "claim_id": claim_id,
             "node": node,
             "claimed_status": JobStatus.CLAIMED.value,
-            "event_id": uuid.uuid4(),
-            "source": EventSource.SERVER.value,
-            "detail": json.dumps(detail),
-            "fingerprint": fingerprint,
+            **event_params,
         }
         with connection.cursor() as cursor:
             cursor.execute(statement, params)

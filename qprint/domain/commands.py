@@ -101,13 +101,14 @@ def deliver(device_id: int, connection_id: uuid.UUID, *, redeliver: bool = False
 
     Returns them oldest first; an empty list when the connection no longer holds the row.
     """
-    statuses = "('PENDING', 'DELIVERED')" if redeliver else "('PENDING')"
     t = raw.tables()
+    pending = raw.pending_command(t["command"])
+    deliverable = f"({pending} OR status = 'DELIVERED')" if redeliver else pending
     with db.cursor() as cursor:
         cursor.execute(
             f"""
             UPDATE {t["command"]} SET status = 'DELIVERED', delivered_at = {sql.now()}
-            WHERE device_id = %s AND status IN {statuses}
+            WHERE device_id = %s AND {deliverable}
               AND EXISTS (SELECT 1 FROM {t["device"]} d
                           WHERE d.id = %s AND d.connection_id = %s)
             RETURNING id, type, payload, created_at

@@ -96,10 +96,8 @@ def _state_columns() -> str:
         {d}.enabled, {raw.live_connection(d)} AS connection_live, {d}.connection_ready,
         {d}.paused, {d}.control_revision, {d}.control_applied_revision,
         {d}.settings_revision, {d}.settings_applied_revision, {d}.token_hash,
-        EXISTS (SELECT 1 FROM {t["command"]} c
-                WHERE c.device_id = {d}.id AND c.status = 'PENDING') AS command_pending,
-        (SELECT j.id FROM {t["job"]} j
-         WHERE j.device_id = {d}.id AND j.status = 'CLAIMED' LIMIT 1) AS claimed_job_id,
+        {raw.pending_command_exists(d)} AS command_pending,
+        {raw.held_job_id(d)} AS claimed_job_id,
         {raw.claimable_job_exists(d)} AS job_queued
     """
 

@@ -8,8 +8,6 @@ tells the agent (docs/REALTIME.md). "Online" is a live connection lease on the d
 """
 
 import logging
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django.db import transaction
@@ -21,6 +19,7 @@ from qprint.core.errors import Invalid, NotFound
 from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, DevicePrinter
+from qprint.models.summaries import DeviceSummary
 
 logger = logging.getLogger("qprint.devices")
 
@@ -37,58 +36,10 @@ def get_device(tenant: str, name: str) -> Device:
     return device
 
 
-@dataclass(frozen=True)
-class DeviceSummary:
-    """What the application sees of a device (``GET api/v1/devices``); its JSON form is
-    ``qprint.models.serializers.device_object``."""
-
-    name: str
-    description: str
-    kind: str
-    enabled: bool
-    online: bool
-    ready: bool
-    paused: bool
-    node: str
-    queue_depth: int
-    last_seen_at: datetime | None
-    control_revision: int
-    settings_revision: int
-    agent_info: dict[str, Any]
-    printers: list[DevicePrinter] = field(default_factory=list)
-
-    @classmethod
-    def of(cls, device: Device) -> "DeviceSummary":
-        """From a device read through :func:`summaries`."""
-        online = bool(device.connection_live)
-        return cls(
-            name=device.name,
-            description=device.description,
-            kind=device.kind,
-            enabled=device.enabled,
-            online=online,
-            ready=online and device.connection_ready,
-            paused=device.paused,
-            node=device.connection_node if online else "",
-            queue_depth=device.queue_depth,
-            last_seen_at=device.last_seen_at,
-            control_revision=device.control_revision,
-            settings_revision=device.settings_revision,
-            agent_info=device.agent_info,
-            printers=list(device.printers.all()),
-        )
-
-
 def summaries(tenant: str) -> QuerySet:
     """The tenant's devices by name, read as :meth:`DeviceSummary.of` needs them (liveness and
     queue depth judged in SQL, printers prefetched). Page it with a keyset on ``(name, id)``."""
-    return (
-        Device.objects.filter(tenant=tenant)
-        .with_liveness()
-        .with_queue_depth()
-        .prefetch_related("printers")
-        .order_by("name", "id")
-    )
+    return Device.objects.filter(tenant=tenant).for_summary().order_by("name", "id")
 
 
 def list_devices(tenant: str) -> list[DeviceSummary]:

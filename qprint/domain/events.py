@@ -19,27 +19,28 @@ CTEs. A replay is the lock and one read of the recorded event. On SQLite the INS
 savepoint and the UPDATE after it.
 
 Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
-``source = SERVER`` through :func:`record_server_event`.
+``source = SERVER`` through :func:`record_server_event`, or, where the claim and the submission
+make their change in one statement, through the ``INSERT`` this module writes for them
+(:func:`server_event_insert`).
+
+This module is the one writer of ``qprint_job_event`` (``tests/qprint/test_owners.py`` fails when
+another module writes it).
 """
 
-import hashlib
 import json
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.db.models import F, IntegerField, OuterRef, Subquery, UUIDField
 from django.db.models.functions import Now
-from django.utils.dateparse import parse_datetime
 
-from qprint.core import inputs
-from qprint.core.conf import qprint_settings
+from qprint.core.device_events import DeviceEvent, fingerprint_of, parse_device_event
 from qprint.core.errors import EventRejected, Invalid, NotFound
 from qprint.core.prepared import Param, PreparedQuery
-from qprint.core.states import DEVICE_EVENT_TYPES, JobStatus, can_move, is_final
+from qprint.core.states import JobStatus, can_move, is_final
 from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
@@ -58,74 +59,6 @@ class EventOutcome:
     created: bool
     job: PrintJob
     event: PrintJobEvent
-
-
-@dataclass(frozen=True)
-class DeviceEvent:
-    """A validated device event body."""
-
-    event_id: uuid.UUID
-    type: str
-    claim_id: uuid.UUID
-    occurred_at: datetime
-    message: str
-    detail: dict[str, Any]
-
-    def fingerprint(self, job_id: uuid.UUID) -> str:
-        return fingerprint_of(
-            {
-                "job_id": str(job_id),
-                "type": self.type,
-                "claim_id": str(self.claim_id),
-                "occurred_at": self.occurred_at.astimezone(UTC).isoformat(),
-                "message": self.message,
-                "detail": self.detail,
-            }
-        )
-
-
-def fingerprint_of(content: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of ``content`` (sorted keys, no whitespace)."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def parse_device_event(payload: Any) -> DeviceEvent:
-    """Validate an event body; :class:`~qprint.core.errors.Invalid` names the first bad field."""
-    if not isinstance(payload, dict):
-        raise Invalid(message="The body must be a JSON object.")
-    event_id = _uuid_field(payload, "event_id")
-    event_type = payload.get("type")
-    if not isinstance(event_type, str) or event_type not in DEVICE_EVENT_TYPES:
-        raise Invalid(
-            message=f"'type' must be one of {', '.join(sorted(DEVICE_EVENT_TYPES))}; "
-            f"got {event_type!r}."
-        )
-    claim_id = _uuid_field(payload, "claim_id")
-    raw_time = payload.get("occurred_at")
-    try:
-        occurred_at = parse_datetime(raw_time) if isinstance(raw_time, str) else None
-    except ValueError:  # well formed but no such time (minute 99)
-        occurred_at = None
-    if occurred_at is None:
-        raise Invalid(message="'occurred_at' must be an ISO 8601 date and time.")
-    if occurred_at.tzinfo is None:
-        occurred_at = occurred_at.replace(tzinfo=UTC)
-    message = inputs.text("message", payload.get("message"), qprint_settings.MAX_MESSAGE_LENGTH)
-    detail = inputs.json_object("detail", payload.get("detail"), qprint_settings.MAX_DETAIL_BYTES)
-    return DeviceEvent(event_id, event_type, claim_id, occurred_at, message, detail)
-
-
-def _uuid_field(payload: dict[str, Any], name: str) -> uuid.UUID:
-    value = payload.get(name)
-    if value is None:
-        raise Invalid(message=f"'{name}' is required.")
-    if not isinstance(value, str) or len(value) > 64:
-        raise Invalid(message=f"'{name}' must be a UUID (a string).")
-    try:
-        return uuid.UUID(value)
-    except ValueError:
-        raise Invalid(message=f"'{name}' must be a UUID.") from None
 
 
 def record_device_event(
@@ -399,8 +332,40 @@ def record_server_event(
     )
 
 
+def server_event_insert(
+    rows: str, job_id, type: str, *, detail: dict[str, Any], message: str = "", named: bool
+) -> tuple[str, Any]:
+    """The server event of ``job_id`` as an ``INSERT ... SELECT ... FROM rows``, for a statement
+    of data-modifying CTEs that writes the job in the same round trip: one event per row of the CTE
+    ``rows`` (none when the CTE changed nothing). Returns the SQL and its parameters, named
+    (``%(server_event_*)s``, a dict to merge) or positional (``%s``, a list in order)."""
+    values = {
+        "event_id": uuid.uuid4(),
+        "job_id": job_id,
+        "source": EventSource.SERVER.value,
+        "type": str(type),
+        "message": message,
+        "detail": json.dumps(detail),
+        "fingerprint": (
+            server_event_fingerprint(job_id, type, message, detail) if job_id is not None else ""
+        ),
+    }
+    if named:
+        p = {name: f"%(server_event_{name})s" for name in values}
+        params: Any = {f"server_event_{name}": value for name, value in values.items()}
+    else:
+        p = dict.fromkeys(values, "%s")
+        params = list(values.values())
+    statement = f"""INSERT INTO qprint_job_event
+            (event_id, job_id, device_id, source, type, message, detail, fingerprint)
+        SELECT {p["event_id"]}::uuid, {p["job_id"]}::uuid, NULL, {p["source"]}, {p["type"]},
+               {p["message"]}, {p["detail"]}::jsonb, {p["fingerprint"]}
+        FROM {rows}"""
+    return statement, params
+
+
 def server_event_fingerprint(job_id, type: str, message: str, detail: dict[str, Any]) -> str:
-    """The fingerprint of a server event (also written by the claim's one-statement form)."""
+    """The fingerprint of a server event (both ways of writing one)."""
     return fingerprint_of(
         {"job_id": str(job_id), "type": type, "message": message, "detail": detail}
     )

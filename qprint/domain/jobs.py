@@ -29,6 +29,7 @@ from qprint.core.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobSt
 from qprint.domain import commands, events
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob, PrintJobEvent
+from qprint.models.querysets import held_job
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -92,7 +93,7 @@ _DOWNLOADABLE = PreparedQuery(
         PrintJob.objects.filter(
             pk=Param("job", UUIDField()), device_id=Param("device", IntegerField())
         )
-        .filter(Q(status=JobStatus.CLAIMED) | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
+        .filter(held_job() | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
         .only("id", "content_type", "size", "sha256", "claim_id", "status")[:1]
     )
 )

@@ -21,7 +21,15 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from django.db.models import Count, DateTimeField, DurationField, ExpressionWrapper, F, Value
+from django.db.models import (
+    Count,
+    DateTimeField,
+    DurationField,
+    ExpressionWrapper,
+    F,
+    QuerySet,
+    Value,
+)
 from django.db.models.functions import Now
 
 from qprint.core.states import JobStatus
@@ -75,10 +83,16 @@ def jobs_to_look_at(limit: int = LIMIT) -> tuple[list[dict[str, Any]], int]:
     ], recent.count()
 
 
+def offline_with_queued_jobs() -> QuerySet:
+    """ "Devices offline with queued jobs", the one definition (the overview and ``/metrics``):
+    devices without a live connection that have QUEUED jobs, annotated ``queue_depth``. Disabled
+    devices count: their jobs wait all the same."""
+    return Device.objects.exclude(live_connection()).with_queue_depth().filter(queue_depth__gt=0)
+
+
 def offline_devices_with_queued_jobs(limit: int = LIMIT) -> tuple[list[dict[str, Any]], int]:
-    """Devices without a live connection that have QUEUED jobs, deepest queue first:
-    ``(rows, total)``. Disabled devices count: their jobs wait all the same."""
-    offline = Device.objects.exclude(live_connection()).with_queue_depth().filter(queue_depth__gt=0)
+    """:func:`offline_with_queued_jobs`, deepest queue first: ``(rows, total)``."""
+    offline = offline_with_queued_jobs()
     rows = offline.order_by("-queue_depth", "tenant", "name").values(
         "id", "tenant", "name", "enabled", "queue_depth", "last_seen_at"
     )[:limit]
@@ -95,7 +109,8 @@ def offline_devices_with_queued_jobs(limit: int = LIMIT) -> tuple[list[dict[str,
 
 
 def oldest_queued_job() -> dict[str, Any] | None:
-    """The QUEUED job that has waited longest, with its age in seconds, or None."""
+    """The QUEUED job that has waited longest, with its age in seconds, or None (the overview and
+    ``/metrics``)."""
     age = ExpressionWrapper(Now() - F("created_at"), output_field=DurationField())
     row = (
         PrintJob.objects.filter(status=JobStatus.QUEUED)

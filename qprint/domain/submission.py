@@ -7,7 +7,6 @@ request it is refused (``idempotency_conflict``). Refusals raise :mod:`qprint.co
 exceptions with the error codes of docs/API.md.
 """
 
-import json
 import logging
 import time
 import uuid
@@ -24,9 +23,9 @@ from django.db.models import (
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
-from qprint import documents
 from qprint.core import inputs
 from qprint.core.conf import DEFAULTS, qprint_settings
+from qprint.core.device_events import fingerprint_of
 from qprint.core.errors import (
     Conflict,
     DocumentTooLarge,
@@ -35,9 +34,10 @@ from qprint.core.errors import (
 )
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
+from qprint.documents import storage
 from qprint.domain import cloudprnt, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
-from qprint.models import Device, EventSource, PrintJob
+from qprint.models import Device, PrintJob
 
 logger = logging.getLogger("qprint.jobs")
 
@@ -89,8 +89,8 @@ def submit_job(
     title = inputs.text("title", title, 255)
     if idempotency_key is not None:
         idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
-    sha256 = documents.digest(content)
-    fingerprint = events.fingerprint_of(
+    sha256 = storage.digest(content)
+    fingerprint = fingerprint_of(
         {
             "device": device_name,
             "printer": printer,
@@ -127,9 +127,7 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
-        if connection.vendor == "postgresql" and type(documents.backend()) is (
-            documents.DatabaseDocuments
-        ):
+        if connection.vendor == "postgresql" and storage.in_database():
             job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
         else:
             job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
@@ -224,28 +222,21 @@ def _insert_job_in_one_statement(
         PrintJob._meta.get_field("expires_at"),
     ]
     [(insert_job, params)] = compiler.as_sql()
-    detail = {"submitted_by": fields["submitted_by"]}
+    document, document_params = storage.document_insert("job", job.pk, content, binary=True)
+    queued, queued_params = events.server_event_insert(
+        "job",
+        job.pk,
+        JobStatus.QUEUED,
+        detail={"submitted_by": fields["submitted_by"]},
+        named=False,
+    )
     statement = f"""
         WITH job AS ({insert_job}),
-        document AS (INSERT INTO qprint_document (job_id, content) SELECT %s, %b FROM job),
-        queued AS (
-            INSERT INTO qprint_job_event
-                (event_id, job_id, device_id, source, type, message, detail, fingerprint)
-            SELECT %s, %s, NULL, %s, %s, '', %s::jsonb, %s FROM job
-        )
+        document AS ({document}),
+        queued AS ({queued})
         SELECT created_at, expires_at FROM job
     """
-    params = [
-        *params,
-        job.pk,
-        content,
-        uuid.uuid4(),
-        job.pk,
-        EventSource.SERVER.value,
-        JobStatus.QUEUED.value,
-        json.dumps(detail),
-        events.server_event_fingerprint(job.pk, JobStatus.QUEUED, "", detail),
-    ]
+    params = [*params, *document_params, *queued_params]
     # psycopg's own cursor, on the same connection and transaction: it sends the document as a
     # binary parameter (%b). Django's client-side binding would first write it into the SQL text
     # as a hex literal, several times its size in memory (docs/SECURITY.md, "Limits").
@@ -286,7 +277,7 @@ def _create_job(
     job.save(force_insert=True)
     ttl = fields["ttl"]
     job.expires_at = job.created_at + timedelta(seconds=ttl) if ttl is not None else None
-    documents.save_document(job, content)
+    storage.save_document(job, content)
     return job
 
 
@@ -397,7 +388,7 @@ def reprint_job(
         original = jobs.locked_job(job, tenant)
         if not force and PrintJob.objects.filter(reprint_of=original).exists():
             raise Conflict("already_reprinted", "This job was already reprinted.")
-        content = documents.open_document(original)
+        content = storage.open_document(original)
         device = Device.objects.get(pk=original.device_id)
         reprint = _create_job(
             device,

@@ -1,6 +1,7 @@
 """qprint's models, one module per concept."""
 
-from qprint.models.commands import CommandStatus, DeviceCommand
+from qprint.core.states import CommandStatus
+from qprint.models.commands import DeviceCommand
 from qprint.models.devices import Device, DeviceKind, DevicePrinter
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey

@@ -6,13 +6,8 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
-
-class CommandStatus(models.TextChoices):
-    PENDING = "PENDING", _("Pending")
-    DELIVERED = "DELIVERED", _("Delivered")
-    DONE = "DONE", _("Done")
-    FAILED = "FAILED", _("Failed")
-    EXPIRED = "EXPIRED", _("Expired")
+from qprint.core.states import CommandStatus
+from qprint.models.querysets import DeviceCommandQuerySet
 
 
 class DeviceCommand(models.Model):
@@ -31,6 +26,8 @@ class DeviceCommand(models.Model):
     delivered_at = models.DateTimeField(_("delivered at"), null=True, blank=True)
     finished_at = models.DateTimeField(_("finished at"), null=True, blank=True)
     result = models.JSONField(_("result"), null=True, blank=True)
+
+    objects = DeviceCommandQuerySet.as_manager()
 
     class Meta:
         db_table = "qprint_device_command"

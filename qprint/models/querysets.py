@@ -7,9 +7,12 @@
   ``queue_depth``), a correlated count evaluated for the rows read only (a join with ``GROUP BY``
   would count every device's jobs before a page is cut).
 - "Claimable": a QUEUED job that has not expired: :meth:`PrintJobQuerySet.claimable`.
+- "Held": the job a device holds, CLAIMED (at most one per device, a partial unique constraint):
+  :meth:`PrintJobQuerySet.held`.
+- "Pending": a command not yet delivered to its device: :meth:`DeviceCommandQuerySet.pending`.
 
-The guarded statements of the connection record are raw SQL (one round trip each); their copies of
-the first and the last predicate are in :mod:`qprint.core.sql`, and
+The guarded statements of the claim, the connection record and command delivery are raw SQL (one
+round trip each); their copies of these predicates are in :mod:`qprint.models.raw`, and
 ``tests/qprint/models/test_predicates.py`` pins that each copy agrees with its queryset.
 """
 
@@ -19,12 +22,22 @@ from django.db import models
 from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Now
 
-from qprint.core.states import JobStatus
+from qprint.core.states import CommandStatus, JobStatus
 
 
 def live_connection() -> Q:
     """A device row whose connection lease is live (database clock)."""
     return Q(connection_id__isnull=False, connection_lease_expires_at__gt=Now())
+
+
+def held_job() -> Q:
+    """The job its device holds: CLAIMED, until a device event or the server moves it on."""
+    return Q(status=JobStatus.CLAIMED)
+
+
+def pending_command() -> Q:
+    """A command not delivered to its device yet."""
+    return Q(status=CommandStatus.PENDING)
 
 
 def claimable_job() -> Q:
@@ -45,16 +58,21 @@ class DeviceQuerySet(models.QuerySet):
 
     def with_queue_depth(self) -> DeviceQuerySet:
         """Annotate ``queue_depth``: the device's QUEUED jobs."""
-        from qprint.models.jobs import PrintJob
-
+        # The job model through the relation: qprint.models.jobs imports this module.
+        jobs = self.model._meta.get_field("jobs").related_model
         queued = (
-            PrintJob.objects.filter(device=OuterRef("pk"), status=JobStatus.QUEUED)
+            jobs.objects.filter(device=OuterRef("pk"), status=JobStatus.QUEUED)
             .order_by()
             .values("device")
             .annotate(n=Count("pk"))
             .values("n")
         )
         return self.annotate(queue_depth=Coalesce(Subquery(queued), 0))
+
+    def for_summary(self) -> DeviceQuerySet:
+        """Read as ``DeviceSummary.of`` needs: liveness and queue depth judged in SQL, printers
+        prefetched."""
+        return self.with_liveness().with_queue_depth().prefetch_related("printers")
 
     def live_connections_by_node(self) -> dict[str, int]:
         """Live connections per node holding them (metrics, the ``connections`` gauge)."""
@@ -66,3 +84,13 @@ class PrintJobQuerySet(models.QuerySet):
     def claimable(self) -> PrintJobQuerySet:
         """Jobs a claim may hand out, in claim order (priority first, then the oldest)."""
         return self.filter(claimable_job()).order_by("-priority", "created_at")
+
+    def held(self) -> PrintJobQuerySet:
+        """The jobs their devices hold (CLAIMED): at most one per device."""
+        return self.filter(held_job())
+
+
+class DeviceCommandQuerySet(models.QuerySet):
+    def pending(self) -> DeviceCommandQuerySet:
+        """Commands not delivered to their device yet."""
+        return self.filter(pending_command())

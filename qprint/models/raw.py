@@ -40,3 +40,25 @@ def claimable_job_exists(device: str) -> str:
     """``PrintJobQuerySet.claimable()`` of the device ``device``, as an EXISTS."""
     return f"""EXISTS (SELECT 1 FROM {tables()["job"]} j
                 WHERE j.device_id = {device}.id AND {claimable_job("j")})"""
+
+
+def held_job(job: str) -> str:
+    """``PrintJobQuerySet.held()``'s condition on the job table named (or aliased) ``job``."""
+    return f"{job}.status = 'CLAIMED'"
+
+
+def held_job_id(device: str) -> str:
+    """The id of the job the device ``device`` holds (``PrintJobQuerySet.held()``), or NULL."""
+    return f"""(SELECT j.id FROM {tables()["job"]} j
+                WHERE j.device_id = {device}.id AND {held_job("j")} LIMIT 1)"""
+
+
+def pending_command(command: str) -> str:
+    """``DeviceCommandQuerySet.pending()``'s condition on the command table named ``command``."""
+    return f"{command}.status = 'PENDING'"
+
+
+def pending_command_exists(device: str) -> str:
+    """``DeviceCommandQuerySet.pending()`` of the device ``device``, as an EXISTS."""
+    return f"""EXISTS (SELECT 1 FROM {tables()["command"]} c
+                WHERE c.device_id = {device}.id AND {pending_command("c")})"""

@@ -104,7 +104,7 @@ def printer_object(printer) -> dict[str, Any]:
 
 
 def device_object(summary) -> dict[str, Any]:
-    """A device as the application sees it (``qprint.domain.devices.DeviceSummary``)."""
+    """A device as the application sees it (``qprint.models.summaries.DeviceSummary``)."""
     return {
         "name": summary.name,
         "description": summary.description,

@@ -27,7 +27,6 @@ from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
 
-from qprint import metrics
 from qprint.core import cluster
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Disabled, Invalid, QPrintError, Unauthorized
@@ -39,6 +38,7 @@ from qprint.domain import (
     devices,
     throttle,
 )
+from qprint.metrics import instruments
 from qprint.models.serializers import document_path
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
@@ -235,7 +235,7 @@ class DeviceConsumer(AsyncConsumer):
         except Exception as exc:  # the lease runs on; the next ping tries again
             logger.warning("socket_ping_failed device=%s error=%r", self.device_id, exc)
             return
-        metrics.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
+        instruments.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
     async def frame_printers(self, frame: dict[str, Any]) -> None:
         try:
@@ -280,7 +280,7 @@ class DeviceConsumer(AsyncConsumer):
         else:
             status, error = answer.status, ""
             out = self.session.answer(request, answer.status, answer.body)
-        metrics.socket_operation_answered(request.operation, started, status, error)
+        instruments.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
 
     def _perform(self, request: OperationRequest) -> device_operations.Answer:
@@ -302,7 +302,7 @@ class DeviceConsumer(AsyncConsumer):
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        metrics.wakeup_handled(message, await self._reconcile())
+        instruments.wakeup_handled(message, await self._reconcile())
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
         await self._reconcile()

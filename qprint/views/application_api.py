@@ -18,6 +18,7 @@ from qprint.domain import commands, devices, jobs
 from qprint.domain import submission as submissions
 from qprint.models import ApplicationKey
 from qprint.models.serializers import command_object, device_object, job_object, job_with_events
+from qprint.models.summaries import DeviceSummary
 from qprint.views.http import (
     application_endpoint,
     invalid,
@@ -121,7 +122,7 @@ def device_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
 
 
 def _device_object(device) -> dict[str, Any]:
-    return device_object(devices.DeviceSummary.of(device))
+    return device_object(DeviceSummary.of(device))
 
 
 def _summary(key: ApplicationKey, name: str) -> HttpResponse:

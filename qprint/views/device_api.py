@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import documents, metrics
+from qprint import documents
 from qprint.domain import device_operations, devices, jobs
+from qprint.metrics import instruments
 from qprint.models import Device
 from qprint.models.serializers import document_url, printer_object
 from qprint.views.http import (
@@ -21,7 +22,7 @@ from qprint.views.http import (
 )
 
 
-@metrics.measure_claim
+@instruments.measure_claim
 @device_endpoint("POST", run_async=True)
 def claim(request: HttpRequest, device: Device) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
@@ -46,7 +47,7 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
     return response
 
 
-@metrics.measure_event
+@instruments.measure_event
 @device_endpoint("POST", run_async=True)
 def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
     """201 a new event, 200 the replay of one already recorded (same id, same content)."""

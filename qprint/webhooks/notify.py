@@ -7,9 +7,10 @@ transaction commits (``transaction.on_commit``), so whoever wakes sees the row.
 - In this process: callbacks registered with :func:`subscribe` run at once (a thread-safe wake
   of an event loop; they must not block).
 - Across processes: with a channel layer other than the in-memory one, the notice is sent to a
-  group (``qprint.webhooks`` for deliveries, ``qprint.job.<id>`` for a job) from a bounded queue
-  on a thread of its own, so the committing request never waits for Redis. A full queue or a
-  layer error drops the notice (counted).
+  group (``qprint.webhooks`` for deliveries, ``qprint.job.<id>`` for a job) through the
+  process's bounded publisher (:mod:`qprint.core.publisher`), so the committing request never
+  waits for Redis. A full queue or a layer error drops the notice (logged at debug level: a
+  dropped notice costs latency only).
 """
 
 from __future__ import annotations
@@ -17,25 +18,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import queue
 import threading
 from collections.abc import AsyncIterator, Callable
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import get_channel_layer
 from django.db import transaction
+
+from qprint.core.publisher import SEND_TIMEOUT_SECONDS, cross_process_layer, process_publisher
 
 logger = logging.getLogger("qprint.webhooks.notify")
 
 DELIVERIES_GROUP = "qprint.webhooks"
 DELIVERIES_KEY = "deliveries"
-SEND_TIMEOUT_SECONDS = 1.0
-QUEUE_SIZE = 10000
 
 _lock = threading.Lock()
 _callbacks: dict[str, set[Callable[[], None]]] = {}
-_queue: queue.Queue[tuple[str, dict]] = queue.Queue(maxsize=QUEUE_SIZE)
-_thread: threading.Thread | None = None
-dropped = 0
 
 
 def job_group(job_id) -> str:
@@ -72,36 +69,16 @@ def _local(key: str) -> None:
             logger.exception("notice_callback_failed key=%s", key)
 
 
+def _dropped(group: str) -> Callable[[str, BaseException | None], None]:
+    def dropped(cause: str, error: BaseException | None) -> None:
+        logger.debug("notice_dropped group=%s cause=%s error=%r", group, cause, error)
+
+    return dropped
+
+
 def _remote(group: str, message: dict) -> None:
-    global _thread, dropped
-    layer = get_channel_layer()
-    if layer is None or isinstance(layer, InMemoryChannelLayer):
-        return
-    try:
-        _queue.put_nowait((group, message))
-    except queue.Full:
-        dropped += 1
-        return
-    with _lock:
-        if _thread is None or not _thread.is_alive():
-            _thread = threading.Thread(target=_run, name="qprint-notices", daemon=True)
-            _thread.start()
-
-
-def _run() -> None:
-    global dropped
-    loop = asyncio.new_event_loop()
-    asyncio.set_event_loop(loop)
-    while True:
-        group, message = _queue.get()
-        layer = get_channel_layer()  # as configured now (tests change it)
-        try:
-            loop.run_until_complete(
-                asyncio.wait_for(layer.group_send(group, message), SEND_TIMEOUT_SECONDS)
-            )
-        except Exception as exc:
-            dropped += 1
-            logger.debug("notice_dropped group=%s error=%r", group, exc)
+    if cross_process_layer(get_channel_layer()):
+        process_publisher().send(group, message, on_drop=_dropped(group))
 
 
 def publish_deliveries() -> None:
@@ -135,7 +112,7 @@ async def listening(key: str, group: str | None) -> AsyncIterator[asyncio.Event]
     layer = get_channel_layer()
     receiver: asyncio.Task | None = None
     channel = None
-    if group is not None and layer is not None and not isinstance(layer, InMemoryChannelLayer):
+    if group is not None and cross_process_layer(layer):
         try:
             channel = await asyncio.wait_for(layer.new_channel(), SEND_TIMEOUT_SECONDS)
             await asyncio.wait_for(layer.group_add(group, channel), SEND_TIMEOUT_SECONDS)

@@ -54,7 +54,6 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from qprint.core.conf import qprint_settings
-from qprint.domain import devices
 from qprint.models import (
     DeliveryStatus,
     Device,
@@ -64,6 +63,7 @@ from qprint.models import (
     WebhookEndpoint,
 )
 from qprint.models.serializers import device_object, job_object, printer_object, timestamp
+from qprint.models.summaries import DeviceSummary
 from qprint.webhooks import DEVICE_PRINTER_STATE, TEST_EVENT, job_event_type, notify
 
 logger = logging.getLogger("qprint.webhooks")
@@ -130,8 +130,9 @@ def announce_job(job_id: uuid.UUID, tenant: str, status: str, *, subscribed: boo
 
 
 def _device_data(device_id: int) -> dict[str, Any]:
-    device = Device.objects.only("tenant", "name").get(pk=device_id)
-    return {"device": device_object(devices.device_summary(device.tenant, device.name))}
+    return {
+        "device": device_object(DeviceSummary.of(Device.objects.for_summary().get(pk=device_id)))
+    }
 
 
 def announce_printer_state(device_id: int, tenant: str, printer: DevicePrinter) -> None:

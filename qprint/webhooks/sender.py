@@ -14,7 +14,8 @@ a total deadline of ``SEND_TIMEOUT_SECONDS``, redirects not followed (a 3xx is a
 
 It wakes on the ``qprint.webhooks`` group of the channel layer (published after the commit that
 wrote a delivery) and in-process notices, and polls every :data:`POLL_SECONDS` whatever happens,
-so it is correct without Redis. Database work runs on one thread of its own (one connection).
+so it is correct without Redis. Database work runs on one thread of its own (a
+:class:`qprint.core.executor.DatabaseThreads` of one, like the transports' threads).
 """
 
 from __future__ import annotations
@@ -24,16 +25,15 @@ import logging
 import ssl
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 import httpx
-from django.db import DatabaseError, connection
 from django.utils import timezone
 
 from qprint.core.conf import qprint_settings
+from qprint.core.executor import DatabaseThreads
 from qprint.webhooks import destinations, notify, outbox, signing
 
 logger = logging.getLogger("qprint.webhooks.sender")
@@ -84,7 +84,8 @@ class Sender:
         self.verify = verify
         self.max_in_flight = max(1, int(max_in_flight or qprint_settings.WEBHOOK_MAX_IN_FLIGHT))
         self.poll_seconds = poll_seconds
-        self.db = ThreadPoolExecutor(1, thread_name_prefix="qprint-webhooks-db")
+        #: One thread of its own: the outbox's statements never queue behind a request's.
+        self.db = DatabaseThreads("webhooks", threads=1)
         self.clients: dict[tuple[str, str, str, int], httpx.AsyncClient] = {}
         self.in_flight: set[asyncio.Task] = set()
 
@@ -95,8 +96,7 @@ class Sender:
         try:
             asyncio.run(self._main(stop))
         finally:
-            self.db.submit(lambda: connection.close()).result()
-            self.db.shutdown(wait=True)
+            self.db.shutdown()
 
     async def _main(self, stop: threading.Event) -> None:
         logger.info("webhook_sender_started max_in_flight=%s", self.max_in_flight)
@@ -144,7 +144,7 @@ class Sender:
                     future.cancel()
 
     async def _on_db(self, func, *args):
-        return await asyncio.get_running_loop().run_in_executor(self.db, _db_call, func, args)
+        return await self.db.run(func, *args)
 
     # --- one attempt ----------------------------------------------------------------------------
 
@@ -234,14 +234,6 @@ class Sender:
             )
             self.clients[key] = client
         return client
-
-
-def _db_call(func, args):
-    try:
-        return func(*args)
-    except DatabaseError:
-        connection.close()
-        raise
 
 
 def run_worker(stop: threading.Event) -> None:

@@ -22,13 +22,13 @@ import pytest
 
 from qprint.models import DeliveryStatus, WebhookDelivery
 from qprint.webhooks import outbox
-from tests.processes import wait_until
 from tests.qprint.webhooks.conftest import (  # noqa: F401  (fixtures)
     endpoint,
     loopback_allowed,
     receiver,
     start_sender,
 )
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import statistics
 
-from tests.processes import ManagedProcess, free_port, port_open, python, wait_until
+from tests.processes import ManagedProcess, free_port, port_open, python
+from tests.waiting import wait_until
 
 
 def percentile(values: list[float], p: float) -> float:

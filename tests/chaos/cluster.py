@@ -16,15 +16,8 @@ from pathlib import Path
 
 import httpx
 
-from tests.processes import (
-    ManagedProcess,
-    daphne_node,
-    free_port,
-    manage,
-    port_open,
-    python,
-    wait_until,
-)
+from tests.processes import ManagedProcess, daphne_node, free_port, manage, port_open, python
+from tests.waiting import wait_until
 
 LIBFAKETIME = next(iter(Path("/usr/lib").glob("*/faketime/libfaketime.so.1")), None)
 

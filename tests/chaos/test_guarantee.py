@@ -35,8 +35,9 @@ from tests.chaos.cluster import (
     skewed_clock_env,
     unavailable_reason,
 )
-from tests.processes import ManagedProcess, RedisServer, wait_until
+from tests.processes import ManagedProcess, RedisServer
 from tests.qprint.agent.cups import minimal_pdf
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -15,8 +15,9 @@ import yaml
 from channels.db import database_sync_to_async
 
 from qprint import api
-from tests.processes import REPO_ROOT, ManagedProcess, free_port, port_open, python, wait_until
+from tests.processes import REPO_ROOT, ManagedProcess, free_port, port_open, python
 from tests.qprint.realtime.cluster import nodes_done_with_sockets, upgrade_status
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 from django.db import transaction
 
-from qprint import api, metrics
+from qprint import api
+from qprint.metrics import instruments
 
 
 def sample(name: str, **labels: str) -> float:
-    return metrics.PROCESS.get_sample_value(name, labels) or 0.0
+    return instruments.PROCESS.get_sample_value(name, labels) or 0.0
 
 
 class Rollback(Exception):
@@ -55,10 +56,10 @@ def test_a_wakeup_is_timed_only_when_it_sent_a_wake_frame():
     timed = sample("qprint_wake_latency_seconds_count")
     fast = sample("qprint_wake_latency_seconds_bucket", le="0.1")
     slower = sample("qprint_wake_latency_seconds_bucket", le="30.0")
-    metrics.wakeup_handled({"type": "qprint.wake", "sent_at": time.time()}, woke=False)
+    instruments.wakeup_handled({"type": "qprint.wake", "sent_at": time.time()}, woke=False)
     assert sample("qprint_wakeups_delivered_total") == delivered + 1
     assert sample("qprint_wake_latency_seconds_count") == timed
-    metrics.wakeup_handled({"type": "qprint.wake", "sent_at": time.time() - 0.2}, woke=True)
+    instruments.wakeup_handled({"type": "qprint.wake", "sent_at": time.time() - 0.2}, woke=True)
     assert sample("qprint_wake_latency_seconds_count") == timed + 1
     # 0.2 s ago: above the 0.1 s bucket, within the 30 s one.
     assert sample("qprint_wake_latency_seconds_bucket", le="0.1") == fast

@@ -9,10 +9,8 @@ PromQL query through Prometheus's HTTP API, waited for with a deadline.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import shutil
-import time
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,10 +29,10 @@ from tests.processes import (
     manage,
     port_open,
     wait_for_other_sessions_to_end,
-    wait_until,
 )
 from tests.qcluster.conftest import set_cluster_settings
 from tests.qprint.realtime.cluster import Http, Node, RealDevice, database_url_of, node_env
+from tests.waiting import eventually, wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -113,14 +111,19 @@ class Prometheus:
 
     async def until(self, expr: str, check, timeout: float = DEADLINE) -> float:
         """Wait until ``check(value of expr)`` holds; fail with the last value after ``timeout``."""
-        deadline = time.monotonic() + timeout
-        value = None
-        while time.monotonic() < deadline:
-            value = await self.query(expr)
-            if value is not None and check(value):
-                return value
-            await asyncio.sleep(0.2)
-        raise AssertionError(f"{expr} = {value} after {timeout}s\n{self.process.log()[-3000:]}")
+        last: list[float | None] = [None]
+
+        async def holds() -> tuple[float] | None:
+            last[0] = value = await self.query(expr)
+            return (value,) if value is not None and check(value) else None
+
+        (value,) = await eventually(
+            holds,
+            timeout,
+            lambda: f"{expr} (last {last[0]})\n{self.process.log()[-3000:]}",
+            interval=0.2,
+        )
+        return value
 
     async def series(self, expr: str) -> list[dict]:
         """Every series an instant query yields (fails on a query Prometheus refuses)."""
@@ -279,10 +282,13 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
         extra.kill()
         await prom.until('max(qcluster_nodes{status="LOST"})', equal(1))
         await prom.until('max(qcluster_alerts_open{code="cluster.node.lost"})', equal(1))
-        deadline = time.monotonic() + DEADLINE
-        while (await prom.alert_states()).get("QClusterNodeLost") != "firing":
-            assert time.monotonic() < deadline, await prom.alert_states()
-            await asyncio.sleep(0.2)
+        states: list[dict] = [{}]
+
+        async def lost_fires() -> bool:
+            states[0] = await prom.alert_states()
+            return states[0].get("QClusterNodeLost") == "firing"
+
+        await eventually(lost_fires, DEADLINE, lambda: f"QClusterNodeLost firing: {states[0]}")
 
         # Redis down: the wakeup of a job for the device on A is dropped (layer error), counted.
         redis.stop()

@@ -24,8 +24,9 @@ from tests.browser import (
     screenshot,
     session_for,
 )
-from tests.processes import ManagedProcess, manage, wait_until
+from tests.processes import ManagedProcess, manage
 from tests.qcluster.conftest import make_node
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 

@@ -13,7 +13,8 @@ import pytest
 
 from qcluster import leases
 from qcluster.models import ClusterAlert, ClusterLease, ClusterNode
-from tests.processes import ManagedProcess, free_port, manage, wait_until
+from tests.processes import ManagedProcess, free_port, manage
+from tests.waiting import wait_until
 
 HEARTBEAT, LOST_AFTER = 1, 3
 START_TIMEOUT = 30

@@ -26,7 +26,7 @@ def test_a_worker_runs_on_every_node_and_stops_when_its_node_stops(monkeypatch):
 
     from qcluster.identity import read_identity
     from qcluster.runtime import ClusterRuntime
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     monkeypatch.setattr(tasks, "_registry", {})
     monkeypatch.setattr(tasks, "_workers", {})
@@ -50,4 +50,4 @@ def test_a_worker_runs_on_every_node_and_stops_when_its_node_stops(monkeypatch):
         thread.join(30)
     assert codes == [0, 0]
     assert all(stop.is_set() for stop in running)
-    assert not any(t.is_alive() for r in runtimes for t in r.worker_threads.values())
+    assert not any(t.is_alive() for r in runtimes for t in r.workers.threads.values())

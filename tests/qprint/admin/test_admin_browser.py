@@ -25,9 +25,10 @@ from tests.browser import (
     screenshot,
     session_for,
 )
-from tests.processes import ManagedProcess, python, wait_until
+from tests.processes import ManagedProcess, python
 from tests.qprint.factories import connect, make_device
 from tests.qprint.helpers import event
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.slow, pytest.mark.services]
 

@@ -1,8 +1,6 @@
 """Fixtures of the agent's protocol-level tests: a fake server and agents run in this loop."""
 
 import asyncio
-import time
-from collections.abc import Callable
 
 import pytest
 
@@ -10,18 +8,6 @@ from qprint.agent.config import AgentConfig, DeviceConfig, journal_path
 from qprint.agent.device import DeviceAgent
 from qprint.agent.spoolers import DirectorySpooler, Spooler
 from tests.qprint.agent.fake_server import FakeDevice, FakeServer
-
-
-async def eventually(predicate: Callable[[], object], timeout: float = 10, message: str = ""):
-    """Wait (without blocking the loop) until ``predicate()`` is truthy; fail after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {message or predicate}")
-        await asyncio.sleep(0.02)
 
 
 class CountingSpooler(DirectorySpooler):

@@ -15,7 +15,8 @@ import uuid
 from pathlib import Path
 
 from qprint.agent.ipp import IppClient
-from tests.processes import free_port, port_open, wait_until
+from tests.processes import free_port, port_open
+from tests.waiting import wait_until
 
 CUPS_PDF_BACKEND = Path("/usr/lib/cups/backend/cups-pdf")
 CUPS_PDF_PPD = Path("/usr/share/ppd/cups-pdf/CUPS-PDF_opt.ppd")

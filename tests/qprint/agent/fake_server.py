@@ -73,6 +73,8 @@ class FakeServer:
         self.claims = 0
         self.frames: list[dict] = []
         self.refuse_upgrade: int | None = None
+        #: Upgrades answered with ``refuse_upgrade``'s status.
+        self.refused_upgrades = 0
         self.fail_event_posts = 0
         self._front: asyncio.base_events.Server | None = None
         self._ws_server = None
@@ -280,6 +282,7 @@ class FakeServer:
 
     def _check_upgrade(self, connection, request):
         if self.refuse_upgrade is not None:
+            self.refused_upgrades += 1
             return connection.respond(self.refuse_upgrade, "refused\n")
         token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
         if token not in self.devices:

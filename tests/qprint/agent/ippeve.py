@@ -23,7 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.processes import free_port, port_open, wait_until
+from tests.processes import free_port, port_open
+from tests.waiting import wait_until
 
 DBUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">

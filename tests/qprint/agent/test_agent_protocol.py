@@ -11,7 +11,7 @@ import uuid
 from qprint.agent.config import journal_path
 from qprint.agent.journal import Journal
 from qprint.agent.spoolers import NullSpooler
-from tests.qprint.agent.conftest import eventually
+from tests.waiting import eventually
 
 PDF = b"%PDF-1.4\n% a document\n"
 # Command ids, as the server makes them (UUIDs).
@@ -153,8 +153,9 @@ async def test_server_errors_at_upgrade_are_retried_until_the_server_answers(ser
     device = server.add_device()
     server.refuse_upgrade = 503
     start_agent(device)
-    await asyncio.sleep(0)  # let it fail a few times
-    await eventually(lambda: server.claims == 0 and device.connections == 0)
+    # Served 503 twice (the agent tried again after the first): it neither stopped nor connected.
+    await eventually(lambda: server.refused_upgrades >= 2, message="two upgrades answered 503")
+    assert (server.claims, device.connections) == (0, 0)
     server.refuse_upgrade = None
     await eventually(lambda: device.ready, message="connected after 503s")
 

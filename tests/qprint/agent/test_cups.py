@@ -4,8 +4,8 @@ import pytest
 
 from qprint.agent.spoolers import CupsSpooler, SpoolJob, SpoolRejected
 from tests import services
-from tests.processes import wait_until
 from tests.qprint.agent.cups import CupsServer, minimal_pdf, unavailable_reason
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -10,9 +10,10 @@ import pytest
 
 from qprint import api
 from tests import services
-from tests.processes import ManagedProcess, daphne_node, free_port, port_open, python, wait_until
+from tests.processes import ManagedProcess, daphne_node, free_port, port_open, python
 from tests.qprint.agent.cups import CupsServer, minimal_pdf, unavailable_reason
 from tests.tls import TlsFront, certificate
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

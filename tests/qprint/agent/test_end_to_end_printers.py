@@ -13,9 +13,9 @@ import threading
 import httpx
 import pytest
 
-from tests.processes import wait_until
 from tests.qprint.agent.raw import StallingPrinter
 from tests.qprint.agent.test_end_to_end import job_status, node, start_agent, tenant, wait_final
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

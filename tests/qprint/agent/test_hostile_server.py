@@ -16,7 +16,7 @@ from qprint.agent import protocol as p
 from qprint.agent.operations import BearerToOwnOrigins
 from qprint.agent.spoolers import CupsSpooler, DirectorySpooler, SpoolJob, SpoolRejected
 from qprint.agent.worker import Assignment
-from tests.qprint.agent.conftest import eventually
+from tests.waiting import eventually
 
 PDF = b"%PDF-1.4\n% a document\n"
 

@@ -11,10 +11,10 @@ import pytest
 from qprint.agent.printers import IppPrinter
 from qprint.agent.spoolers import CupsSpooler, SpoolJob, SpoolRejected
 from tests import services
-from tests.processes import wait_until
 from tests.qprint.agent import cups as cups_harness
 from tests.qprint.agent import ippeve
 from tests.qprint.agent.cups import CupsServer, minimal_pdf
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 

@@ -9,7 +9,7 @@ from qprint.agent import journal as j
 from qprint.agent.config import AgentConfig, DeviceConfig, journal_path
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.simulator import Fleet
-from tests.qprint.agent.conftest import eventually
+from tests.waiting import eventually
 
 PDF = b"%PDF-1.4\n% a document\n"
 

@@ -15,8 +15,9 @@ from qprint.agent.config import journal_path
 from qprint.agent.journal import Journal
 from qprint.agent.printers import Printers, SocketPrinter
 from qprint.agent.spoolers import NullSpooler
-from tests.qprint.agent.conftest import CountingSpooler, eventually
+from tests.qprint.agent.conftest import CountingSpooler
 from tests.qprint.agent.raw import ClosingPrinter, StallingPrinter
+from tests.waiting import eventually
 
 PDF = b"%PDF-1.4\n% a document\n"
 # Claim ids, as the server makes them (UUIDs).

@@ -4,13 +4,13 @@ import threading
 
 import pytest
 
+from qprint.agent.printers import backend_for, spooler_uri
 from qprint.agent.spoolers import (
     LEDGER_NAME,
     AlreadySpooled,
     DirectorySpooler,
     NullSpooler,
     SpoolJob,
-    make_spooler,
 )
 
 
@@ -66,4 +66,15 @@ def test_null_spooler_accepts_everything():
 
 def test_unknown_spooler_is_named():
     with pytest.raises(ValueError, match="unknown spooler 'lpr'"):
-        make_spooler("lpr")
+        spooler_uri("lpr")
+
+
+def test_a_spooler_kind_is_a_printer_uri_of_the_one_registry(tmp_path):
+    assert spooler_uri("null") == "null:"
+    assert spooler_uri("cups", queue="front") == "cups:front"
+    assert spooler_uri("cups") == "cups:"
+    spooler = backend_for(spooler_uri("directory", directory=str(tmp_path)))
+    assert isinstance(spooler, DirectorySpooler)
+    assert spooler.directory == tmp_path
+    with pytest.raises(ValueError, match="needs --spool-dir"):
+        spooler_uri("directory")

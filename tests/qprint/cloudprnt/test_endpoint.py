@@ -460,7 +460,7 @@ def test_a_pdf_is_fetched_as_one_bit_png_at_the_device_dots_pages_stacked(
 
     from PIL import Image
 
-    from tests.documents import pdfs
+    from tests.qprint.documents import pdfs
 
     device, _ = made
     api.update_settings(device, {"dots": 384})
@@ -545,16 +545,16 @@ def test_the_admin_makes_a_cloudprnt_device_and_lists_its_kind_and_printer(admin
 
 
 def test_metrics_count_printers_by_state_and_requests_by_answer(printer):
-    from qprint import metrics
+    from qprint.metrics import collectors, instruments
 
     printer.status_code = "410 Out of paper"
     printer.poll()
     StarPrinter(printer.send, printer.name, "wrong").poll_raw()
-    text = metrics.render()
+    text = collectors.render()
     assert 'qprint_cloudprnt_printers{code="410",state="stopped"} 1.0' in text
     from prometheus_client import generate_latest
 
-    exposed = generate_latest(metrics.PROCESS).decode()
+    exposed = generate_latest(instruments.PROCESS).decode()
     assert 'qprint_cloudprnt_requests_total{answer="none",request="poll",status="200"}' in exposed
     assert 'answer="unauthorized",request="poll",status="401"' in exposed
 

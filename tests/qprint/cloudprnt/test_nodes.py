@@ -24,9 +24,10 @@ from qcluster.models import ClusterSetting
 from qprint import api
 from qprint.models import PrintJob, PrintJobEvent
 from tests.chaos.cluster import LoadBalancer, Node, unavailable_reason
-from tests.processes import RedisServer, wait_until
+from tests.processes import RedisServer
 from tests.qprint.cloudprnt.simulator import StarPrinter, over_http
 from tests.qprint.webhooks.receiver import Receiver
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

@@ -115,3 +115,31 @@ def test_render_memory_below_what_pdfium_needs_is_named():
     assert ids(RENDER_MEMORY_BYTES=256 * 1024 * 1024) == []
     assert ids(RENDER_TIMEOUT_SECONDS=0) == ["qprint.E003"]
     assert ids(RENDER_TIMEOUT_SECONDS=0.5) == []
+
+
+def _declared():
+    from qcluster.conf import SETTINGS as CLUSTER_SETTINGS
+    from qcluster.conf import cluster_settings
+    from qprint.core.conf import SETTINGS, qprint_settings
+
+    return [(qprint_settings, s) for s in SETTINGS] + [
+        (cluster_settings, s) for s in CLUSTER_SETTINGS
+    ]
+
+
+@pytest.mark.parametrize(
+    ("app", "declared"), _declared(), ids=lambda x: getattr(x, "name", getattr(x, "setting", ""))
+)
+def test_each_declared_setting_has_its_doc_and_its_rule_is_checked(app, declared):
+    """One declaration per setting: its default passes its own rule, and a value of no sensible
+    type is named by the setting's own check id (the checks loop over the declarations)."""
+    assert declared.doc
+    assert app.defaults[declared.name] == declared.default
+    with override_settings(**{app.setting: {}}):
+        assert [m.id for m in app.check()] == []
+    if declared.valid is None:
+        return
+    with override_settings(**{app.setting: {declared.name: object()}}):
+        messages = app.check()
+    assert [m.id for m in messages] == [declared.error]
+    assert declared.name in messages[0].msg

@@ -17,8 +17,8 @@ from django.urls import reverse
 from qprint import api
 from qprint.domain import credentials
 from qprint.models import AuthFailureCount, DevicePrinter, PrintJob, PrintJobEvent
-from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device, make_key
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 

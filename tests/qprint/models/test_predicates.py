@@ -9,8 +9,8 @@ import pytest
 from django.db import connection as db
 from django.db.models.functions import Now
 
-from qprint.core.states import JobStatus
-from qprint.models import Device, PrintJob, raw
+from qprint.core.states import CommandStatus, JobStatus
+from qprint.models import Device, DeviceCommand, PrintJob, raw
 from tests.qprint.factories import make_device
 
 pytestmark = pytest.mark.django_db
@@ -77,3 +77,43 @@ def test_claimable_job_sql_agrees_with_the_queryset():
     claimable = set(PrintJob.objects.claimable().values_list("device_id", flat=True).distinct())
     assert claimable == {devices["queued"].pk, devices["queued-forever"].pk}
     assert _raw_ids(raw.claimable_job_exists(table)) == claimable
+
+
+def _raw_values(expression: str) -> dict[int, object]:
+    table = raw.tables()["device"]
+    with db.cursor() as cursor:
+        cursor.execute(f"SELECT id, {expression.replace('%%', '%')} FROM {table}")
+        return {row[0]: row[1] for row in cursor.fetchall()}
+
+
+def test_held_job_sql_agrees_with_the_queryset():
+    devices = {}
+    for name, statuses in {
+        "holds": [JobStatus.QUEUED, JobStatus.CLAIMED],
+        "received": [JobStatus.RECEIVED],
+        "queued": [JobStatus.QUEUED],
+    }.items():
+        devices[name] = make_device(name=name).device
+        for status in statuses:
+            _job(devices[name], status, 60)
+    held = dict(PrintJob.objects.held().values_list("device_id", "id"))
+    assert set(held) == {devices["holds"].pk}
+    table = raw.tables()["device"]
+    raw_held = {d: j for d, j in _raw_values(raw.held_job_id(table)).items() if j is not None}
+    assert {d: uuid.UUID(str(j)) for d, j in raw_held.items()} == held
+
+
+def test_pending_command_sql_agrees_with_the_queryset():
+    devices = {}
+    for name, statuses in {
+        "pending": [CommandStatus.PENDING, CommandStatus.DONE],
+        "delivered": [CommandStatus.DELIVERED],
+        "none": [],
+    }.items():
+        devices[name] = make_device(name=name).device
+        for status in statuses:
+            DeviceCommand.objects.create(device=devices[name], type="X", status=status)
+    pending = set(DeviceCommand.objects.pending().values_list("device_id", flat=True))
+    assert pending == {devices["pending"].pk}
+    table = raw.tables()["device"]
+    assert {d for d, v in _raw_values(raw.pending_command_exists(table)).items() if v} == pending

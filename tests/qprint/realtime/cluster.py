@@ -22,9 +22,9 @@ from tests.processes import (
     free_port,
     port_open,
     wait_for_other_sessions_to_end,
-    wait_until,
 )
 from tests.processes import database_url_of as database_url_of  # the realtime tests import it here
+from tests.waiting import eventually, wait_until
 
 
 def node_env(database_url: str, redis_url: str | None, node_id: str, **extra: str) -> dict:
@@ -81,13 +81,6 @@ class Node:
         return self.process.log()
 
 
-async def eventually(predicate, timeout: float, message: str):
-    """Wait for ``predicate()`` (which may read the database) with a deadline."""
-    from channels.db import database_sync_to_async
-
-    return await database_sync_to_async(wait_until)(predicate, timeout, message=message)
-
-
 async def nodes_done_with_sockets() -> None:
     """Wait until the nodes have closed every socket (cleared their rows): the database flush
     after the test (TRUNCATE, table by table) must not race a ping's multi-table statement."""
@@ -97,6 +90,7 @@ async def nodes_done_with_sockets() -> None:
         lambda: not Device.objects.filter(connection_id__isnull=False).exists(),
         20,
         "nodes closed every socket",
+        database=True,
     )
 
 

@@ -101,6 +101,22 @@ def row(device_id: int) -> Device:
     return Device.objects.get(pk=device_id)
 
 
+def submit(device, **kwargs):
+    job, _ = api.submit_job(device.tenant, device, b"%PDF-1.4 test", "application/pdf", **kwargs)
+    return job
+
+
+async def wait_ready(device_id: int) -> None:
+    from tests.waiting import wait_until
+
+    await adb(lambda: wait_until(lambda: row(device_id).connection_ready, 5, message="ready"))
+
+
+@pytest.fixture
+def short_heartbeat(settings):
+    settings.QPRINT = {"HEARTBEAT_SECONDS": 0.3}
+
+
 def application():
     from channels.routing import URLRouter
 

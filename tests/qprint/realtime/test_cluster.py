@@ -18,11 +18,11 @@ from tests.qprint.realtime.cluster import (
     Http,
     Node,
     RealDevice,
-    eventually,
     node_env,
     two_nodes,
     upgrade_status,
 )
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -62,7 +62,9 @@ def row(device_id: int) -> Device:
 
 
 async def ready(device: Device) -> None:
-    await eventually(lambda: row(device.pk).connection_ready, 10, f"{device.name} ready")
+    await eventually(
+        lambda: row(device.pk).connection_ready, 10, f"{device.name} ready", database=True
+    )
 
 
 # -- wakeups and the claim gate across nodes ------------------------------------------------
@@ -122,7 +124,10 @@ async def test_settings_change_closes_gate_on_both_nodes_until_applied(nodes, de
         assert refused.status_code == 409 and refused.json()["error"] == "stale_settings"
     await real.send_state()
     await eventually(
-        lambda: row(device.pk).settings_applied_revision == settings["revision"], 10, "applied"
+        lambda: row(device.pk).settings_applied_revision == settings["revision"],
+        10,
+        "applied",
+        database=True,
     )
     for node in (a, b):
         assert (await http.claim(node, real.token)).status_code == 204
@@ -139,13 +144,23 @@ async def test_pause_closes_gate_on_both_nodes_until_resumed_and_applied(nodes, 
     for node in (a, b):
         assert (await http.claim(node, real.token)).json()["error"] == "stale_control"
     await real.send_state()
-    await eventually(lambda: row(device.pk).control_applied_revision == control["revision"], 10, "")
+    await eventually(
+        lambda: row(device.pk).control_applied_revision == control["revision"],
+        10,
+        "",
+        database=True,
+    )
     for node in (a, b):
         assert (await http.claim(node, real.token)).json()["error"] == "paused"
     assert (await http.app("POST", a, "devices/desk-pause/resume")).status_code == 200
     resumed = await real.frame("control")
     await real.send_state()
-    await eventually(lambda: row(device.pk).control_applied_revision == resumed["revision"], 10, "")
+    await eventually(
+        lambda: row(device.pk).control_applied_revision == resumed["revision"],
+        10,
+        "",
+        database=True,
+    )
     for node in (a, b):
         assert (await http.claim(node, real.token)).status_code == 204
 
@@ -167,6 +182,7 @@ async def test_pinging_renews_lease_past_its_first_expiry(nodes, devices):
         ).exists(),
         15,
         "lease renewed",
+        database=True,
     )
     assert not real.closed.is_set()
 
@@ -277,17 +293,23 @@ async def test_redis_restart_reconciles_every_connection_on_each_node(
         reals.append((device, real))
     # A previous outage may not be over for the nodes yet: start from a bus they see up.
     for node in (a, b):
-        await eventually(lambda node=node: bus_is_up(node), 30, f"{node.node_id} bus up")
+        await eventually(
+            lambda node=node: bus_is_up(node), 30, f"{node.node_id} bus up", database=True
+        )
     mark = {n.node_id: len(n.log()) for n in (a, b)}
     redis_restored.stop()
     await eventually(
-        lambda: all("bus_down" in n.log()[mark[n.node_id] :] for n in (a, b)), 30, "bus_down"
+        lambda: all("bus_down" in n.log()[mark[n.node_id] :] for n in (a, b)),
+        30,
+        "bus_down",
+        database=True,
     )
     redis_restored.start()
     await eventually(
         lambda: all("bus_up sockets=" in n.log()[mark[n.node_id] :] for n in (a, b)),
         30,
         "bus_up on both nodes",
+        database=True,
     )
     # After the reconcile, wakeups cross the bus again.
     for device, real in reals:
@@ -413,6 +435,7 @@ async def test_200_devices_are_served_while_the_shared_sync_thread_is_blocked(no
             lambda: Device.objects.filter(pk__in=ids, connection_ready=True).count() == 200,
             30,
             "200 devices ready while the sync thread is blocked",
+            database=True,
         )
         assert not stuck_claim.done()
     finally:

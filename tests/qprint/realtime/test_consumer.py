@@ -1,7 +1,8 @@
 """The device socket in-process (``WebsocketCommunicator``): every frame, close code and bad frame.
 
 These run on the suite's database (SQLite or PostgreSQL) with the in-memory channel layer; the
-multi-node behaviour over Redis is in ``test_cluster.py``.
+multi-node behaviour over Redis is in ``test_cluster.py``, the close codes in
+``test_consumer_closes.py``.
 """
 
 from __future__ import annotations
@@ -19,19 +20,8 @@ from qprint.core.errors import GateClosed
 from qprint.domain import connection, credentials, wakeups
 from qprint.domain.claim import claim_next_job
 from qprint.models import CommandStatus, Device, DeviceCommand, DevicePrinter
-from qprint.realtime import bus, consumer, drain, socket_db
-from tests.qprint.realtime.conftest import adb, row
-
-
-def submit(device, **kwargs):
-    job, _ = api.submit_job(device.tenant, device, b"%PDF-1.4 test", "application/pdf", **kwargs)
-    return job
-
-
-@pytest.fixture
-def short_heartbeat(settings):
-    settings.QPRINT = {"HEARTBEAT_SECONDS": 0.3}
-
+from qprint.realtime import bus, consumer, socket_db
+from tests.qprint.realtime.conftest import adb, row, submit, wait_ready
 
 # -- the upgrade -----------------------------------------------------------------------------
 
@@ -154,17 +144,11 @@ async def test_state_marks_connection_ready_with_applied_revisions(device_and_to
     assert (d.control_applied_revision, d.settings_applied_revision) == (1, 1)
 
 
-async def wait_ready(device_id: int) -> None:
-    from tests.processes import wait_until
-
-    await adb(lambda: wait_until(lambda: row(device_id).connection_ready, 5, message="ready"))
-
-
 async def wait_idle(s, device_id: int) -> None:
     """Wait until the socket has handled everything sent so far: it handles one message at a
     time, so once the rows of a ``printers`` frame sent last exist, the frames before it (and
     the statements they led to) are done."""
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     await s.send({"type": "printers", "printers": [{"name": "idle-marker"}]})
     await adb(
@@ -430,130 +414,3 @@ async def test_command_is_sent_and_marked_delivered(device_and_token, sockets):
     }
     status = await adb(lambda: DeviceCommand.objects.get(pk=command.pk).status)
     assert status == CommandStatus.DELIVERED
-
-
-# -- close codes ----------------------------------------------------------------------------
-
-
-async def test_newer_connection_replaces_older_with_4000(device_and_token, sockets):
-    device, token = device_and_token
-    first = sockets(token)
-    await first.hello_and_ready()
-    second = sockets(token)
-    hello = await second.hello_and_ready()
-    assert await first.receive_close() == 4000
-    await second.send({"type": "ping"})
-    assert await second.nothing(0.3)
-    d = await adb(row, device.pk)
-    assert str(d.connection_id) == hello["connection_id"]
-
-
-async def test_replaced_without_bus_message_closes_4000_on_next_frame(device_and_token, sockets):
-    device, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    await wait_ready(device.pk)
-    # Another node took the row and its `replaced` message was lost.
-    await adb(connection.take, device.pk, uuid.uuid4(), "node-elsewhere", 20)
-    await s.send({"type": "ping"})
-    assert await s.receive_close() == 4000
-    assert (await adb(row, device.pk)).connection_node == "node-elsewhere"
-
-
-async def test_disabled_device_is_closed_4001(device_and_token, sockets):
-    device, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    await wait_ready(device.pk)
-    await adb(lambda: type(device).objects.filter(pk=device.pk).update(enabled=False))
-    await s.send({"type": "ping"})
-    assert await s.receive_close() == 4001
-
-
-async def test_rotated_token_closes_4001(device_and_token, sockets):
-    device, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    await wait_ready(device.pk)
-    await adb(api.rotate_device_token, device.pk)
-    await s.send({"type": "ping"})
-    assert await s.receive_close() == 4001
-
-
-async def test_silent_device_is_closed_4408_and_row_cleared(
-    device_and_token, sockets, short_heartbeat
-):
-    device, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    assert await s.receive_close(timeout=5) == 4408
-    from tests.processes import wait_until
-
-    await adb(
-        lambda: wait_until(lambda: row(device.pk).connection_id is None, 5, message="cleared")
-    )
-
-
-async def test_pinging_device_is_not_closed(device_and_token, sockets, short_heartbeat):
-    import asyncio
-
-    _, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    for _ in range(8):  # 8 x 0.15 s = four lease lengths of 0.3 s heartbeats... pinging
-        await s.send({"type": "ping"})
-        await asyncio.sleep(0.15)
-    assert await s.nothing(0.1)
-
-
-async def test_client_close_clears_row(device_and_token, sockets):
-    device, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    await wait_ready(device.pk)
-    await s.close()
-    d = await adb(row, device.pk)
-    assert d.connection_id is None and d.connection_ready is False
-
-
-async def test_draining_node_closes_sockets_4003_and_refuses_new(
-    device_and_token, sockets, monkeypatch, settings
-):
-    settings.QPRINT = {"DRAIN_SPREAD_SECONDS": 0.2}
-    _device, token = device_and_token
-    s = sockets(token)
-    await s.hello_and_ready()
-    status = {"value": "UP"}
-    monkeypatch.setattr(
-        drain.cluster, "node_is_draining", lambda node: status["value"] in ("DRAINING", "STOPPED")
-    )
-    status["value"] = "DRAINING"
-    await drain.current().check()
-    assert await s.receive_close() == 4003
-    with pytest.raises(consumer.UpgradeFailed, match="draining"):
-        await sockets(token).connect(timeout=0.5)
-    status["value"] = "UP"
-    await drain.current().check()
-    connected, _ = await sockets(token).connect()
-    assert connected
-
-
-async def test_bus_coming_back_reconciles_every_socket(device_factory, sockets):
-    pairs = [await adb(device_factory) for _ in range(3)]
-    opened = []
-    for device, token in pairs:
-        s = sockets(token)
-        await s.hello_and_ready()
-        await wait_ready(device.pk)
-        opened.append(s)
-    previous = wakeups.set_publisher(wakeups.RecordingPublisher())  # the outage loses wakeups
-    try:
-        for device, _ in pairs:
-            await adb(submit, device)
-        device_bus = bus.current()
-        device_bus._set_down("test")
-        device_bus._set_up()
-        for s in opened:
-            assert await s.receive() == {"type": "wake"}
-    finally:
-        wakeups.set_publisher(previous)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
-from tests.processes import wait_until
 from tests.qprint.realtime.conftest import adb, row
+from tests.waiting import wait_until
 
 
 async def test_idle_ping_logs_nothing_while_open_and_ready_log_once(

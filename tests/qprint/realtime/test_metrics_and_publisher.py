@@ -12,8 +12,10 @@ import pytest
 from channels.db import database_sync_to_async
 from django.db.models.functions import Now
 
-from qprint import api, metrics
+from qprint import api
+from qprint.core.publisher import GroupPublisher
 from qprint.domain import connection
+from qprint.metrics import collectors
 from qprint.models import PrintJob
 from qprint.realtime import publisher
 from qprint.realtime.publisher import ChannelLayerPublisher
@@ -27,20 +29,21 @@ class FailingLayer:
 
 def test_full_queue_drops_and_counts_without_blocking(monkeypatch):
     monkeypatch.setattr(publisher, "get_channel_layer", lambda: object())
-    pub = ChannelLayerPublisher(queue_size=2)
-    monkeypatch.setattr(pub, "_ensure_thread", lambda: None)  # nothing drains the queue
+    groups = GroupPublisher(queue_size=2)
+    monkeypatch.setattr(groups, "_ensure_thread", lambda: None)  # nothing drains the queue
+    pub = ChannelLayerPublisher(groups)
     for device_id in range(5):
         pub.publish("acme", device_id, "job")
-    assert pub.queue.qsize() == 2
+    assert groups.queue.qsize() == 2
     assert pub.counters.queued == 2
     assert pub.counters.dropped_queue_full == 3
 
 
 def test_layer_error_drops_and_counts(monkeypatch, caplog):
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     monkeypatch.setattr(publisher, "get_channel_layer", lambda: FailingLayer())
-    pub = ChannelLayerPublisher(queue_size=10)
+    pub = ChannelLayerPublisher(GroupPublisher(queue_size=10, layer=FailingLayer))
     pub.publish("acme", 7, "job")
     line = "wake_dropped tenant=acme device=7 cause=layer_error"
     # The publisher's thread counts the drop, then logs it: wait for both.
@@ -50,11 +53,37 @@ def test_layer_error_drops_and_counts(monkeypatch, caplog):
     assert pub.counters.published == 0
 
 
+def test_wakeups_and_notices_leave_through_one_queue(monkeypatch):
+    """The webhooks' notices share the wakeups' bounded queue and thread (one publisher)."""
+    from qprint.core import publisher as core_publisher
+    from qprint.webhooks import notify
+
+    groups = GroupPublisher(queue_size=3)
+    monkeypatch.setattr(groups, "_ensure_thread", lambda: None)
+    monkeypatch.setattr(core_publisher, "_process", groups)
+    for module in (publisher, notify):
+        monkeypatch.setattr(module, "get_channel_layer", lambda: object())
+    ChannelLayerPublisher().publish("acme", 7, "job")
+    notify.publish_deliveries()
+    notify.publish_job(uuid.UUID(int=1))
+    notify.publish_deliveries()  # the fourth: the queue is full, dropped
+    sent = [groups.queue.get_nowait()[:2] for _ in range(groups.queue.qsize())]
+    assert sent == [
+        ("qprint.device.7", sent[0][1]),
+        ("qprint.webhooks", {"type": "qprint.webhooks_due"}),
+        (
+            f"qprint.job.{uuid.UUID(int=1)}",
+            {"type": "qprint.job_changed", "job_id": str(uuid.UUID(int=1))},
+        ),
+    ]
+    assert sent[0][1]["type"] == "qprint.wake"
+
+
 def test_metrics_show_live_connections_by_node_and_publisher_counters(transactional_db):
     device, _ = api.create_device("acme", "desk-metrics")
     connection.take(device.pk, uuid.uuid4(), "node-x", 20)
     api.submit_job("acme", "desk-metrics", b"%PDF-1.4", "application/pdf")
-    text = metrics.render()
+    text = collectors.render()
     assert value(text, "qprint_device_connections", node="node-x") == 1
     assert value(text, "qprint_jobs", status="QUEUED") == 1
     assert value(text, "qprint_jobs", status="PRINTED") == 0
@@ -70,15 +99,33 @@ def test_devices_offline_with_queued_jobs_and_the_oldest_queued_age(transactiona
     api.create_device("acme", "desk-off")
     api.submit_job("acme", "desk-off", b"%PDF-1.4", "application/pdf")
     PrintJob.objects.update(created_at=Now() - timedelta(minutes=10))
-    text = metrics.render()
+    text = collectors.render()
     assert value(text, "qprint_devices_offline_with_queued_jobs") == 1
     assert 600 <= value(text, "qprint_oldest_queued_job_age_seconds") < 700
+
+
+def test_metrics_read_the_overviews_definitions(transactional_db):
+    """One figure, one definition: a disabled device's queued jobs wait all the same, on the
+    overview and on /metrics alike."""
+    from qprint.domain import overview
+
+    for name in ("desk-on", "desk-disabled"):
+        api.create_device("acme", name)
+        api.submit_job("acme", name, b"%PDF-1.4", "application/pdf")
+    api.disable_device(api.get_device("acme", "desk-disabled"))
+    text = collectors.render()
+    _rows, total = overview.offline_devices_with_queued_jobs()
+    assert value(text, "qprint_devices_offline_with_queued_jobs") == total == 2
+    PrintJob.objects.update(created_at=Now() - timedelta(minutes=10))
+    text = collectors.render()
+    oldest = overview.oldest_queued_job()
+    assert 600 <= value(text, "qprint_oldest_queued_job_age_seconds") <= oldest["age_seconds"]
 
 
 def test_process_figures_carry_node_and_pid(transactional_db):
     from qcluster import identity
 
-    text = metrics.render()
+    text = collectors.render()
     labels = [ls for n, ls, _ in samples(text) if n == "qprint_wake_queue_depth"]
     assert labels == [{"node": identity.node_id(), "pid": str(os.getpid())}]
 

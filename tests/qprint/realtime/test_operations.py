@@ -342,10 +342,10 @@ _SERIES = {
 
 
 def _counted() -> dict[str, float]:
-    from qprint import metrics
+    from qprint.metrics import instruments
 
     return {
-        key: metrics.PROCESS.get_sample_value(name, {**labels, "path": path}) or 0.0
+        key: instruments.PROCESS.get_sample_value(name, {**labels, "path": path}) or 0.0
         for key, (name, labels, path) in _SERIES.items()
     }
 

@@ -26,7 +26,8 @@ from qprint.models import Device, DevicePrinter, PrintJob
 from tests.processes import (
     manage,
 )
-from tests.qprint.realtime.cluster import RealDevice, eventually, node_env, two_nodes
+from tests.qprint.realtime.cluster import RealDevice, node_env, two_nodes
+from tests.waiting import eventually
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -48,7 +49,10 @@ def nodes(redis, database_url, django_db_blocker):
 
 async def ready(device: Device) -> None:
     await eventually(
-        lambda: Device.objects.get(pk=device.pk).connection_ready, 10, f"{device.name} ready"
+        lambda: Device.objects.get(pk=device.pk).connection_ready,
+        10,
+        f"{device.name} ready",
+        database=True,
     )
 
 
@@ -202,7 +206,10 @@ async def test_a_hostile_frame_on_a_real_node_closes_the_socket_and_the_device_r
             raise
     assert await real.wait_closed(10) == code
     await eventually(
-        lambda: Device.objects.get(pk=device.pk).connection_id is None, 10, "row released"
+        lambda: Device.objects.get(pk=device.pk).connection_id is None,
+        10,
+        "row released",
+        database=True,
     )
     assert await database_sync_to_async(state_of)(device.pk) == before
     again = RealDevice(real.token)

@@ -228,7 +228,7 @@ async def test_frames_at_the_allowed_rate_are_served(fuzz_device, sockets, setti
         await s.send({"type": "ping"})
     await s.send({"type": "printers", "printers": [{"name": "marker"}]})
     names = lambda: list(DevicePrinter.objects.filter(device_id=device.pk).values_list("name"))  # noqa: E731
-    from tests.processes import wait_until
+    from tests.waiting import wait_until
 
     await adb(wait_until, lambda: names() == [("marker",)], 5, message="the 22nd frame handled")
     assert s.close_code is None

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from qprint import api
-from tests.processes import REPO_ROOT, daphne_node, free_port, port_open, wait_until
+from tests.processes import REPO_ROOT, daphne_node, free_port, port_open
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

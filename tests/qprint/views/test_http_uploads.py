@@ -15,8 +15,9 @@ from django.urls import reverse
 
 from qprint.documents import open_document
 from qprint.models import PrintJob
-from tests.processes import daphne_node, free_port, port_open, wait_until
+from tests.processes import daphne_node, free_port, port_open
 from tests.qprint.factories import connect, make_device, make_key
+from tests.waiting import wait_until
 
 
 def post_json(client, key, content: bytes):

@@ -19,7 +19,8 @@ import pytest
 
 from qprint import api
 from qprint.views.uploads import envelope_limit, json_body_limit
-from tests.processes import daphne_node, free_port, port_open, wait_until
+from tests.processes import daphne_node, free_port, port_open
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

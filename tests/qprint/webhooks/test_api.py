@@ -9,9 +9,9 @@ from django.urls import reverse
 
 from qprint.models import WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import destinations
-from tests.processes import wait_until
 from tests.qprint.factories import make_key
 from tests.qprint.webhooks.conftest import LOOPBACK
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 

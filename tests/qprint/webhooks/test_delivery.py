@@ -17,9 +17,9 @@ from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, PrintJob, WebhookDelivery
 from qprint.models.serializers import device_object, job_object
 from qprint.webhooks import endpoints, outbox
-from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device
 from tests.qprint.webhooks.conftest import LOOPBACK
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -245,14 +245,14 @@ def test_during_a_rotation_both_secrets_sign(endpoint, receiver, start_sender):
 
 
 def test_metrics_show_the_outbox_and_the_senders_attempts(endpoint, receiver, start_sender):
-    from qprint import metrics
+    from qprint.metrics import collectors
     from qprint.webhooks import sender
     from tests.exposition import value
 
     before = sender.figures.attempts["delivered"]
     endpoints.send_test(endpoint)
     endpoints.send_test(endpoint)
-    text = metrics.render()
+    text = collectors.render()
     assert value(text, "qprint_webhook_deliveries", status="PENDING") == 2
     assert value(text, "qprint_webhook_oldest_undelivered_seconds") >= 0
     latency_before = value(text, "qprint_webhook_delivery_latency_seconds_count")
@@ -262,7 +262,7 @@ def test_metrics_show_the_outbox_and_the_senders_attempts(endpoint, receiver, st
         20,
         message="both delivered",
     )
-    text = metrics.render()
+    text = collectors.render()
     assert value(text, "qprint_webhook_deliveries", status="DELIVERED") == 2
     assert value(text, "qprint_webhook_oldest_undelivered_seconds") == 0
     assert sender.figures.attempts["delivered"] == before + 2

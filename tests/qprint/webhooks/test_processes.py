@@ -14,8 +14,9 @@ from qprint.domain import events
 from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, WebhookDelivery
 from qprint.webhooks import endpoints, outbox
-from tests.processes import ManagedProcess, manage, wait_for_other_sessions_to_end, wait_until
+from tests.processes import ManagedProcess, manage, wait_for_other_sessions_to_end
 from tests.qprint.factories import connect, make_device
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 

@@ -12,9 +12,9 @@ from django.test import override_settings
 
 from qprint.models import WebhookDelivery
 from qprint.webhooks import destinations, endpoints
-from tests.processes import wait_until
 from tests.qprint.webhooks.receiver import Receiver
 from tests.tls import certificate
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 

@@ -15,8 +15,8 @@ from qprint import api
 from qprint.domain import events
 from qprint.domain.claim import claim_next_job
 from qprint.webhooks import notify
-from tests.processes import wait_until
 from tests.qprint.factories import connect, make_device, make_key
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

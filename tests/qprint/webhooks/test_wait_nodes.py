@@ -12,9 +12,10 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 
 from qprint import api
-from tests.processes import RedisServer, wait_until
+from tests.processes import RedisServer
 from tests.qprint.factories import connect
 from tests.qprint.realtime.cluster import Http, two_nodes
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 

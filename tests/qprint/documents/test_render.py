@@ -10,8 +10,8 @@ from PIL import Image
 
 from qprint.documents import render
 from qprint.documents.render import RenderRefused, page_count, page_sizes, render_page
-from tests.documents import pdfs
-from tests.documents.pdfs import MM, Page
+from tests.qprint.documents import pdfs
+from tests.qprint.documents.pdfs import MM, Page
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from qprint.cloudprnt import protocol
+from qprint.core import cloudprnt_protocol as protocol
 
 
 @pytest.mark.parametrize(
