@@ -160,7 +160,10 @@ async def test_failed_upgrades_on_one_node_throttle_the_socket_on_the_other(
     await ready(device)
     await real.close()
     await eventually(
-        lambda: Device.objects.get(pk=device.pk).connection_id is None, 10, "row released"
+        lambda: Device.objects.get(pk=device.pk).connection_id is None,
+        10,
+        "row released",
+        database=True,
     )
 
 
