@@ -168,6 +168,9 @@ if env.str("QPRINT_WEBHOOK_ALLOW_HTTP", default=""):
 if env.str("QPRINT_WEBHOOK_ALLOWED_HOSTS", default=""):
     QPRINT["WEBHOOK_ALLOWED_HOSTS"] = env.list("QPRINT_WEBHOOK_ALLOWED_HOSTS")
 
+for _name in ("ENROLMENT_EXPIRES_SECONDS", "ENROLMENT_INTERVAL_SECONDS"):
+    if env.str(f"QPRINT_{_name}", default=""):
+        QPRINT[_name] = env.int(f"QPRINT_{_name}")
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
 # The proxies in front of the nodes: behind them the client is the rightmost X-Forwarded-For
@@ -178,6 +181,12 @@ if env.str("QPRINT_TRUSTED_PROXIES", default=""):
 # Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and that alone reaches the nodes).
 if env.bool("TRUST_X_FORWARDED_PROTO", default=False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+
+# Documents (docs/DOCUMENTS.md): the render workers' bounds.
+if env.str("QPRINT_RENDER_TIMEOUT_SECONDS", default=""):
+    QPRINT["RENDER_TIMEOUT_SECONDS"] = env.float("QPRINT_RENDER_TIMEOUT_SECONDS")
+if env.str("QPRINT_RENDER_WORKERS", default=""):
+    QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
 
 # CloudPRNT printers (docs/CLOUDPRNT.md).
 if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):

@@ -10,7 +10,14 @@ like an unknown one: JSON 404 ``not_found``, not Django's HTML page.
 from django.urls import path
 
 from qprint.cloudprnt import views as cloudprnt_views
-from qprint.views import application_api, device_api, waiting, webhooks_api
+from qprint.views import (
+    application_api,
+    device_api,
+    enrolment_api,
+    previews,
+    waiting,
+    webhooks_api,
+)
 
 app_name = "qprint"
 
@@ -29,6 +36,13 @@ urlpatterns = [
         name="device-command-result",
     ),
     path("api/v1/device/printers", device_api.printers, name="device-printers"),
+    # Enrolment by code (no credentials: the device code is the secret).
+    path("api/v1/device/enrollments", enrolment_api.enrollments, name="device-enrollments"),
+    path(
+        "api/v1/device/enrollments/token",
+        enrolment_api.enrollment_token,
+        name="device-enrollment-token",
+    ),
     # Star CloudPRNT printers (HTTP Basic: the device's name and token): docs/CLOUDPRNT.md.
     path("cloudprnt/", cloudprnt_views.endpoint, name="cloudprnt"),
     # Application API (bearer application key, one tenant).
@@ -36,6 +50,7 @@ urlpatterns = [
     path("api/v1/jobs/<str:job_id>", waiting.job_detail, name="job-detail"),
     path("api/v1/jobs/<str:job_id>/cancel", application_api.job_cancel, name="job-cancel"),
     path("api/v1/jobs/<str:job_id>/reprint", application_api.job_reprint, name="job-reprint"),
+    path("api/v1/jobs/<str:job_id>/preview.png", previews.job_preview, name="job-preview"),
     path("api/v1/devices", application_api.device_list, name="devices"),
     path("api/v1/devices/<str:name>", application_api.device_detail, name="device-detail"),
     path("api/v1/devices/<str:name>/pause", application_api.device_pause, name="device-pause"),

@@ -45,16 +45,18 @@ def http_views_inline(request):
     ``transaction=True``), the async views' database work runs on the test's thread, where that
     transaction is visible; transactional tests and live nodes use the node's threads."""
     from qprint.core import executor
+    from qprint.views import previews
 
     marker = request.node.get_closest_marker("django_db")
     transactional = "transactional_db" in request.fixturenames or (
         marker is not None and marker.kwargs.get("transaction", False)
     )
-    executor.http.inline = not transactional
+    executor.http.inline = previews.draw_threads.inline = not transactional
     yield
-    executor.http.inline = False
+    executor.http.inline = previews.draw_threads.inline = False
     if transactional:  # their connections, kept without a pool, would outlive the test database
         executor.http.close_connections()
+        previews.draw_threads.close_connections()
 
 
 @pytest.fixture

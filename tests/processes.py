@@ -10,6 +10,8 @@ import socket
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -135,6 +137,19 @@ def python(*args: str) -> list[str]:
 
 def manage(*args: str) -> list[str]:
     return python(str(REPO_ROOT / "manage.py"), *args)
+
+
+@contextmanager
+def listening_node(name: str, env: dict[str, str]) -> Iterator[tuple[str, ManagedProcess]]:
+    """A Daphne node on a spare port, once it listens: ``(base URL, process)``; stopped after."""
+    port = free_port()
+    process = daphne_node(name, port, env).start()
+    try:
+        wait_until(lambda: port_open(port) or not process.alive(), 30, message="node listening")
+        assert process.alive(), process.log()
+        yield f"http://127.0.0.1:{port}", process
+    finally:
+        process.stop()
 
 
 def daphne_node(name: str, port: int, env: dict[str, str]) -> ManagedProcess:

@@ -74,6 +74,9 @@ def rows(db):
     if not ClusterSetting.objects.exists():
         ClusterSetting.objects.create(key="heartbeat_seconds", value="5")
     ClusterAlert.objects.create(code="node_lost", node_id="node-a", message="lost")
+    from qprint.domain import enrolment
+
+    enrolment.start({"hostname": "shop-7"}, source="192.0.2.1")
     from qprint.models import WebhookDelivery, WebhookEndpoint
 
     endpoint = WebhookEndpoint.objects.create(
@@ -242,7 +245,7 @@ def test_secrets_are_shown_once_and_never_again_in_any_page_message_or_log(
     shown = []
     made = admin_client.post(
         url(Device, "add"),
-        {"tenant": "acme", "name": "new-desk", "description": "", "enabled": "on"},
+        {"tenant": "acme", "name": "new-desk", "kind": "agent", "description": "", "enabled": "on"},
     )
     shown.append(made.content.decode())
     added = Device.objects.get(name="new-desk")

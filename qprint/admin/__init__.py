@@ -10,4 +10,4 @@ and never stored in clear: not in the database, the session or a message cookie.
 """
 
 # Each module registers its ModelAdmins with the admin site when imported.
-from qprint.admin import commands, devices, jobs, keys, webhooks  # noqa: F401
+from qprint.admin import commands, devices, enrolment, jobs, keys, webhooks  # noqa: F401

@@ -1,5 +1,5 @@
-"""The admin of print jobs (list, console, document, cancel, reprint, the overview JSON) and of
-their events (read-only).
+"""The admin of print jobs (list, console, document, preview, cancel, reprint, the overview JSON)
+and of their events (read-only).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from django.utils.http import content_disposition_header
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
-from qprint import api, documents
+from qprint import api
 from qprint.admin.common import (
     ReadOnlyAdminMixin,
     actor,
@@ -31,7 +31,8 @@ from qprint.admin.common import (
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import NotFound, QPrintError
 from qprint.core.states import JobStatus
-from qprint.domain import console, overview, reconcile
+from qprint.documents import render, storage
+from qprint.domain import console, overview, previews, reconcile
 from qprint.models import (
     PrintJob,
     PrintJobEvent,
@@ -137,6 +138,7 @@ class PrintJobAdmin(admin.ModelAdmin):
         return [
             overview_url,
             view("document", self.document_view),
+            view("preview", self.preview_view),
             view("cancel", self.cancel_view),
             view("reprint", self.reprint_view),
             *super().get_urls(),
@@ -161,20 +163,27 @@ class PrintJobAdmin(admin.ModelAdmin):
         return {
             **read,
             "may_download": request.user.has_perm("qprint.view_printjob"),
+            # Why there is no preview (a raw printer language), or None: the page shows one.
+            "no_preview": render.no_preview_reason(job.content_type),
             "may_cancel": may_act and read["cancellable"],
             "may_reprint": may_act,
             "may_force_reprint": may_act and bool(read["reprints"]),
         }
 
-    def document_view(self, request, object_id):
-        """The job's document as an attachment, never cached (``qprint.view_printjob``)."""
+    def viewable_job(self, request, object_id) -> PrintJob:
+        """The job, for staff with ``qprint.view_printjob`` (403 otherwise; 404 no such job)."""
         if not request.user.has_perm("qprint.view_printjob"):
             raise PermissionDenied
         job = self.get_object(request, unquote(object_id))
         if job is None:
             raise Http404("No such job.")
+        return job
+
+    def document_view(self, request, object_id):
+        """The job's document as an attachment, never cached (``qprint.view_printjob``)."""
+        job = self.viewable_job(request, object_id)
         try:
-            content = documents.open_document(job)
+            content = storage.open_document(job)
         except NotFound as exc:
             raise Http404(exc.message) from None
         response = HttpResponse(content, content_type=job.content_type)
@@ -183,6 +192,24 @@ class PrintJobAdmin(admin.ModelAdmin):
         )
         response["Cache-Control"] = "no-store"
         response["X-Content-Type-Options"] = "nosniff"
+        return response
+
+    def preview_view(self, request, object_id):
+        """A page of the job as a PNG (``?page=``, ``?width=`` up to 1600), or the reason there is
+        none as text with its status (``qprint.view_printjob``)."""
+        job = self.viewable_job(request, object_id)
+        try:
+            page = int(request.GET.get("page") or 1)
+            width = int(request.GET.get("width") or previews.DEFAULT_WIDTH)
+            png = previews.job_preview(job, page=page, width=width)
+        except ValueError:
+            return HttpResponse("page and width are numbers", status=400, content_type="text/plain")
+        except QPrintError as exc:
+            response = HttpResponse(exc.message, status=exc.status, content_type="text/plain")
+            response["X-Qprint-Error"] = exc.code
+            return response
+        response = HttpResponse(png, content_type="image/png")
+        response["Cache-Control"] = "private, max-age=3600"
         return response
 
     @staticmethod

@@ -10,6 +10,7 @@ import tempfile
 
 from qprint.agent import __version__
 from qprint.agent.config import AgentConfig, devices_from, read_toml
+from qprint.agent.enrol import enroll_main
 from qprint.agent.printers import backend_for, make_printers, parse_printer_argument, spooler_uri
 from qprint.agent.simulator import Fleet
 from qprint.agent.systemd import unit_main
@@ -26,7 +27,13 @@ EPILOG = """\
 exit status: 0 stopped on SIGTERM/SIGINT; 2 the server refused a device's token (401/403);
 3 the server disabled a device or revoked its token (close 4001); 64 bad arguments.
 
+commands:
+  enroll URL [--config agent.toml]   become a device by a code an operator approves, write the
+                                     token and the config, then run (enroll --help)
+  systemd-unit [--install]           print (or install and start) a systemd unit (--help)
+
 examples:
+  python -m qprint.agent enroll https://print.example.com/qprint/
   python -m qprint.agent --url http://127.0.0.1:8000/qprint/ --token-file device.token \\
       --printer office=cups:Office --printer labels=socket://10.0.0.9:9100 \\
       --printer lobby=ipp://10.0.0.7/ipp/print --default-printer office
@@ -294,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["systemd-unit"]:
         return unit_main(argv[1:])
+    if argv[:1] == ["enroll"]:
+        return enroll_main(argv[1:], start_agent=main)
     parser = build_parser()
     try:
         args = parse(parser, argv)

@@ -1,10 +1,12 @@
 """Job options, checked and mapped for ``lp -o`` and for IPP. Pure: no I/O.
 
 A job's ``options`` (docs/API.md) may carry ``copies``, ``sides`` (or ``duplex``), ``media``,
-``page_ranges``, ``orientation`` and ``color``. ``normalize`` turns them into ``JobOptions`` or
-raises ``OptionError`` naming the option; ``check`` refuses an option the printer's reported
-capabilities say it cannot do. Both happen before anything is sent to a printer, so a job with an
-option the printer cannot honour fails instead of printing something else.
+``page_ranges``, ``orientation``, ``color`` and ``fit`` (``"scale"``: the printer scales the
+document to its media, CUPS ``fit-to-page`` / IPP ``print-scaling=fit``; docs/DOCUMENTS.md).
+``normalize`` turns them into ``JobOptions`` or raises ``OptionError`` naming the option;
+``check`` refuses an option the printer's reported capabilities say it cannot do. Both happen
+before anything is sent to a printer, so a job with an option the printer cannot honour fails
+instead of printing something else.
 
 Capabilities (what the agent reports for a printer, and what ``check`` reads) use these keys:
 ``media`` (list of media names), ``sides`` (list of IPP ``sides`` keywords), ``color`` (bool),
@@ -29,7 +31,10 @@ _DUPLEX = {
 # IPP orientation-requested enum values (RFC 8011 5.2.10).
 ORIENTATIONS = {"portrait": 3, "landscape": 4, "reverse-landscape": 5, "reverse-portrait": 6}
 COLORS = {"color": "color", "monochrome": "monochrome", "grayscale": "monochrome"}
-KNOWN = frozenset({"copies", "sides", "duplex", "media", "page_ranges", "orientation", "color"})
+KNOWN = frozenset(
+    {"copies", "sides", "duplex", "media", "page_ranges", "orientation", "color", "fit"}
+)
+FITS = ("scale",)
 _MEDIA = re.compile(r"[\w.-]{1,100}")
 _RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
 
@@ -50,6 +55,7 @@ class JobOptions:
     page_ranges: tuple[tuple[int, int], ...] = ()
     orientation: str | None = None
     color: str | None = None  # IPP print-color-mode: "color" or "monochrome"
+    fit: str | None = None  # "scale": scale the document to the media
 
     @property
     def plain(self) -> bool:
@@ -61,7 +67,7 @@ class JobOptions:
         names = []
         if self.copies != 1:
             names.append("copies")
-        for name in ("sides", "media", "page_ranges", "orientation", "color"):
+        for name in ("sides", "media", "page_ranges", "orientation", "color", "fit"):
             if getattr(self, name):
                 names.append(name)
         return names
@@ -128,6 +134,9 @@ def normalize(options: dict[str, Any] | None) -> JobOptions:
         color = "color" if color else "monochrome"
     if color is not None and color not in COLORS:
         raise OptionError("color", f"expected true, false, 'color' or 'monochrome', got {color!r}")
+    fit = options.get("fit")
+    if fit is not None and fit not in FITS:
+        raise OptionError("fit", f"expected 'scale' (or no fit), got {fit!r}")
     return JobOptions(
         copies=copies,
         sides=sides,
@@ -135,6 +144,7 @@ def normalize(options: dict[str, Any] | None) -> JobOptions:
         page_ranges=ranges,
         orientation=orientation,
         color=COLORS[color] if color else None,
+        fit=fit,
     )
 
 
@@ -199,6 +209,8 @@ def lp_arguments(options: JobOptions) -> list[str]:
         args += ["-o", f"orientation-requested={ORIENTATIONS[options.orientation]}"]
     if options.color:
         args += ["-o", f"print-color-mode={options.color}"]
+    if options.fit == "scale":
+        args += ["-o", "fit-to-page"]
     return args
 
 
@@ -219,4 +231,6 @@ def ipp_attributes(options: JobOptions) -> list[tuple[str, str, str]]:
         attrs.append(("enum", "orientation-requested", str(ORIENTATIONS[options.orientation])))
     if options.color:
         attrs.append(("keyword", "print-color-mode", options.color))
+    if options.fit == "scale":
+        attrs.append(("keyword", "print-scaling", "fit"))
     return attrs

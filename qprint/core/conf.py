@@ -392,6 +392,34 @@ SETTINGS: tuple[Setting, ...] = (
         error="qprint.E008",
         hint="Without parameters (no '; charset=...'); see docs/API.md.",
     ),
+    _count(
+        "ENROLMENT_EXPIRES_SECONDS",
+        600,
+        "Enrolment by code (docs/AGENT.md): a code not approved within this many seconds expires.",
+    ),
+    _count(
+        "ENROLMENT_INTERVAL_SECONDS",
+        5,
+        "Enrolment by code: the agent polls for its token this often (seconds).",
+    ),
+    Setting(
+        "ENROLMENT_VERIFICATION_URI",
+        None,
+        (
+            "Enrolment by code: the page the agent tells its user to open (None: this node's"
+            ' admin "Enrol a device" page, as the agent\'s request reached it).'
+        ),
+        must="None or an absolute http(s) URL",
+        valid=lambda value: (
+            value is None
+            or (isinstance(value, str) and re.match(r"^https?://[^/\s]+", value) is not None)
+        ),
+        error="qprint.E014",
+        hint=(
+            "The admin's 'Enrol a device' page, e.g. "
+            "https://print.example.com/admin/qprint/enrolment/ (docs/API.md, 'Enrolment')."
+        ),
+    ),
     _seconds(
         "STUCK_JOB_SECONDS",
         3600,

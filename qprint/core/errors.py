@@ -114,3 +114,13 @@ class RateLimited(QPrintError):
     def __init__(self, retry_after: int, message: str | None = None) -> None:
         super().__init__(None, message)
         self.retry_after = retry_after
+
+
+class EnrolmentRefused(QPrintError):
+    """An enrolment's token cannot be handed out (yet): HTTP 400 with the OAuth device-grant
+    error codes (docs/API.md, "Enrolment"): ``authorization_pending``, ``slow_down``,
+    ``expired_token``, ``access_denied``, ``invalid_grant``."""
+
+    code = "invalid_grant"
+    status = 400
+    default_message = "The enrolment cannot be completed."

@@ -76,7 +76,7 @@ def _page_size(document, index: int) -> tuple[float, float]:
     if max(width, height) > MAX_PAGE_POINTS:
         raise Refusal(
             "page_too_large",
-            f"Page {index + 1} is {width / 72 * 25.4 / 1000:.2f} × "  # noqa: RUF001
+            f"Page {index + 1} is {width / 72 * 25.4 / 1000:.2f} × "
             f"{height / 72 * 25.4 / 1000:.2f} m, larger than any page a PDF may have (5.08 m).",
         )
     return width, height
@@ -86,8 +86,7 @@ def _check_pixels(width: int, height: int, max_pixels: int, what: str) -> None:
     if width * height > max_pixels:
         raise Refusal(
             "too_many_pixels",
-            f"{what} would be {width} × {height} pixels, "  # noqa: RUF001
-            f"more than the {max_pixels:,} allowed.",
+            f"{what} would be {width} × {height} pixels, more than the {max_pixels:,} allowed.",
         )
 
 

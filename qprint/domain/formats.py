@@ -55,6 +55,17 @@ def reported_printer(device_ref: Any, printer: Any | None) -> tuple[Subquery, Su
     )
 
 
+def reported_printer_of(device_id: int, printer: str | None) -> tuple[str, dict[str, Any]] | None:
+    """The name and capabilities the agent reported for ``printer`` (``None``: its default) of
+    the device ``device_id``, read now; ``None`` when it reported no such printer."""
+    printers = DevicePrinter.objects.filter(device_id=device_id)
+    printers = (
+        printers.filter(name=printer) if printer is not None else printers.filter(is_default=True)
+    )
+    row = printers.values_list("name", "capabilities").first()
+    return None if row is None else (row[0], row[1] or {})
+
+
 def check_options(
     reported: tuple[str, dict[str, Any]] | None, content_type: str, options: dict[str, Any]
 ) -> None:

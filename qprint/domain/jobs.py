@@ -100,8 +100,13 @@ _DOWNLOADABLE = PreparedQuery(
 
 
 def locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
+    """The job (of ``tenant`` when given), its row locked; ``NotFound`` otherwise."""
+    return job_in(PrintJob.objects.select_for_update(of=("self",), no_key=True), job, tenant)
+
+
+def job_in(queryset: QuerySet, job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:
+    """The job of ``queryset`` (of ``tenant`` when given); ``NotFound`` otherwise."""
     job_id = job.pk if isinstance(job, PrintJob) else job
-    queryset = PrintJob.objects.select_for_update(of=("self",), no_key=True)
     if tenant is not None:
         queryset = queryset.filter(tenant=tenant)
     try:

@@ -25,7 +25,7 @@ from qprint.core import cluster
 from qprint.core.conf import qprint_settings
 from qprint.core.states import EXPIRABLE, FINAL, JobStatus
 from qprint.documents import storage
-from qprint.domain import cloudprnt, commands, events, throttle
+from qprint.domain import cloudprnt, commands, enrolment, events, throttle
 from qprint.models import PrintJob
 
 logger = logging.getLogger("qprint.maintenance")
@@ -100,9 +100,11 @@ def delete_old_jobs(batch: int = BATCH, retention_days: int | None = None) -> in
 
 
 def retain() -> None:
-    """The periodic retention task: old final jobs, then ended authentication-failure windows."""
+    """The periodic retention task: old final jobs, ended authentication-failure windows and
+    expired enrolments."""
     delete_old_jobs()
     throttle.purge()
+    enrolment.purge_expired()
 
 
 def register_tasks() -> None:

@@ -34,7 +34,7 @@ from qprint.core.errors import (
 )
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
-from qprint.documents import storage
+from qprint.documents import media, storage
 from qprint.domain import cloudprnt, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob
@@ -115,6 +115,7 @@ def submit_job(
     )
     formats.check_options(reported, content_type, options)
     cloudprnt.check_submission(target, content_type, options)
+    fit = media.check_fit(reported, content, content_type, options)  # 422 media_mismatch
 
     with transaction.atomic():
         fields = {
@@ -127,10 +128,13 @@ def submit_job(
             "idempotency_fingerprint": fingerprint if idempotency_key else "",
             "submitted_by": submitted_by,
         }
+        queued = (fit.message, {"submitted_by": submitted_by, **fit.detail})
         if connection.vendor == "postgresql" and storage.in_database():
-            job = _insert_job_in_one_statement(target, content, content_type, sha256, **fields)
+            job = _insert_job_in_one_statement(
+                target, content, content_type, sha256, queued, **fields
+            )
         else:
-            job = _insert_job_step_by_step(target, content, content_type, sha256, **fields)
+            job = _insert_job_step_by_step(target, content, content_type, sha256, queued, **fields)
         if job is None:
             # A concurrent submission with this key committed first: answer with its job.
             existing = _idempotent_replay(tenant, idempotency_key, fingerprint)
@@ -190,10 +194,15 @@ def _submission_target(
 
 
 def _insert_job_step_by_step(
-    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+    target: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    queued: tuple[str, dict[str, Any]],
+    **fields: Any,
 ) -> PrintJob | None:
-    """The job, its document and its QUEUED event as separate statements; None when the
-    idempotency key was taken meanwhile."""
+    """The job, its document and its QUEUED event (``queued``: its message and detail) as
+    separate statements; None when the idempotency key was taken meanwhile."""
     try:
         with transaction.atomic():
             job = _create_job(target, content, content_type, sha256, **fields)
@@ -201,14 +210,17 @@ def _insert_job_step_by_step(
         if not fields["idempotency_key"]:
             raise
         return None
-    events.record_server_event(
-        job, JobStatus.QUEUED, detail={"submitted_by": fields["submitted_by"]}
-    )
+    events.record_server_event(job, JobStatus.QUEUED, message=queued[0], detail=queued[1])
     return job
 
 
 def _insert_job_in_one_statement(
-    target: Device, content: bytes, content_type: str, sha256: str, **fields: Any
+    target: Device,
+    content: bytes,
+    content_type: str,
+    sha256: str,
+    queued: tuple[str, dict[str, Any]],
+    **fields: Any,
 ) -> PrintJob | None:
     """The job, its document row and its QUEUED event in one statement of data-modifying CTEs
     (PostgreSQL, documents in the database). The job's INSERT is Django's own (``ON CONFLICT DO
@@ -222,18 +234,15 @@ def _insert_job_in_one_statement(
         PrintJob._meta.get_field("expires_at"),
     ]
     [(insert_job, params)] = compiler.as_sql()
+    message, detail = queued
     document, document_params = storage.document_insert("job", job.pk, content, binary=True)
-    queued, queued_params = events.server_event_insert(
-        "job",
-        job.pk,
-        JobStatus.QUEUED,
-        detail={"submitted_by": fields["submitted_by"]},
-        named=False,
+    queued_event, queued_params = events.server_event_insert(
+        "job", job.pk, JobStatus.QUEUED, detail=detail, message=message, named=False
     )
     statement = f"""
         WITH job AS ({insert_job}),
         document AS ({document}),
-        queued AS ({queued})
+        queued AS ({queued_event})
         SELECT created_at, expires_at FROM job
     """
     params = [*params, *document_params, *queued_params]
@@ -384,11 +393,15 @@ def reprint_job(
     A job already reprinted raises :class:`Conflict` (``already_reprinted``) unless ``force``:
     the original's row is locked while deciding, so two clicks at once make one reprint.
     """
+    # The fit check reads the document (up to RENDER_TIMEOUT_SECONDS): before the row is locked.
+    unlocked = jobs.job_in(PrintJob.objects.all(), job, tenant)
+    content = storage.open_document(unlocked)
+    reported = formats.reported_printer_of(unlocked.device_id, unlocked.printer)
+    fit = media.check_fit(reported, content, unlocked.content_type, unlocked.options)
     with transaction.atomic():
         original = jobs.locked_job(job, tenant)
         if not force and PrintJob.objects.filter(reprint_of=original).exists():
             raise Conflict("already_reprinted", "This job was already reprinted.")
-        content = storage.open_document(original)
         device = Device.objects.get(pk=original.device_id)
         reprint = _create_job(
             device,
@@ -404,7 +417,10 @@ def reprint_job(
             reprint_of=original,
         )
         events.record_server_event(
-            reprint, JobStatus.QUEUED, detail={"reprint_of": str(original.pk), "by": by}
+            reprint,
+            JobStatus.QUEUED,
+            message=fit.message,
+            detail={"reprint_of": str(original.pk), "by": by, **fit.detail},
         )
         events.record_server_event(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}

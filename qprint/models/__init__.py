@@ -3,6 +3,7 @@
 from qprint.core.states import CommandStatus
 from qprint.models.commands import DeviceCommand
 from qprint.models.devices import Device, DeviceKind, DevicePrinter
+from qprint.models.enrolment import Enrolment, EnrolmentStatus
 from qprint.models.jobs import EventSource, PrintDocument, PrintJob, PrintJobEvent
 from qprint.models.keys import ApplicationKey
 from qprint.models.throttle import AuthFailureCount
@@ -17,6 +18,8 @@ __all__ = [
     "DeviceCommand",
     "DeviceKind",
     "DevicePrinter",
+    "Enrolment",
+    "EnrolmentStatus",
     "EventSource",
     "PrintDocument",
     "PrintJob",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint import documents
+from qprint.documents import storage
 from qprint.domain import device_operations, devices, jobs
 from qprint.metrics import instruments
 from qprint.models import Device
@@ -39,7 +39,7 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
     etag = f'"{job.sha256}"'
     if request.headers.get("If-None-Match") == etag:
         return HttpResponse(status=304, headers={"ETag": etag})
-    content = documents.open_document(job)
+    content = storage.open_document(job)
     response = HttpResponse(content, content_type=job.content_type)
     response["Content-Length"] = str(len(content))
     response["ETag"] = etag

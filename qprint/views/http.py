@@ -188,6 +188,17 @@ def application_endpoint(*methods: str, run_async: bool = False):
     return _endpoint(methods, authenticate_application, run_async=run_async)
 
 
+def no_credentials(request: HttpRequest) -> None:
+    """The "authentication" of a view that takes none (enrolment: the code is the credential)."""
+    return None
+
+
+def public_endpoint(*methods: str):
+    """A view that needs no credentials: ``view(request, None, **url_kwargs)``, with the same
+    method check and error answers as the authenticated ones."""
+    return _endpoint(methods, no_credentials, run_async=False)
+
+
 def read_limited(request: HttpRequest, limit: int, too_large: RequestError) -> bytes:
     """The request body, refused with ``too_large`` before it is read when it cannot fit.
 

@@ -167,6 +167,18 @@ FIGURES = [
      "cloudprnt_polls",
      [("figures", "burst_polls_per_s"), ("figures", "burst_node_cpu_ms_per_poll"),
       ("figures", "burst_all_answered_ms", "p50_ms")], ""),
+    ("documents: one page of a 1-page PDF at 600 px, p50 / p99 (ms)", "render",
+     [("figures", "one_page_600", "p50_ms"), ("figures", "one_page_600", "p99_ms")], ""),
+    ("documents: one page of a 50-page PDF at 600 px, p50 / p99; all 50 pages (ms)", "render",
+     [("figures", "fifty_page_600_each_page", "p50_ms"),
+      ("figures", "fifty_page_600_each_page", "p99_ms"), ("figures", "fifty_pages_all_600_ms")],
+     ""),
+    ("documents: 1-bit at 576 dots p50 (ms), page sizes of 50 pages p50 (ms), worker start (ms)",
+     "render",
+     [("figures", "mono_576", "p50_ms"), ("figures", "page_sizes_50", "p50_ms"),
+      ("figures", "worker_start_ms")], ""),
+    ("documents: render worker memory high-water mark, node's growth (MiB)", "render",
+     [("figures", "worker_rss_high_water_mib"), ("figures", "node_rss_growth_mib")], ""),
 ]  # fmt: skip
 
 

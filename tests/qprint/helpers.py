@@ -81,3 +81,18 @@ def values(results: list) -> list:
     if errors:
         raise errors[0]
     return [r[1] for r in results]
+
+
+def documents_in_a_storage(settings, directory) -> None:
+    """Keep documents as files of a Django storage in ``directory`` (``StorageDocuments``)."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "print-documents": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(directory)},
+        },
+    }
+    settings.QPRINT = {
+        "DOCUMENT_BACKEND": "qprint.documents.storage.StorageDocuments",
+        "DOCUMENT_STORAGE": "print-documents",
+    }

@@ -9,7 +9,15 @@ from qprint.core.states import JobStatus
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
 from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob, PrintJobEvent
-from tests.qprint.helpers import PDF, connect, event, make_device, recording_wakeups, submit
+from tests.qprint.helpers import (
+    PDF,
+    connect,
+    documents_in_a_storage,
+    event,
+    make_device,
+    recording_wakeups,
+    submit,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -329,17 +337,7 @@ def test_documents_can_live_in_a_django_storage(device, tmp_path, settings):
     from qprint import documents
     from qprint.models import PrintDocument
 
-    settings.STORAGES = {
-        **settings.STORAGES,
-        "print-documents": {
-            "BACKEND": "django.core.files.storage.FileSystemStorage",
-            "OPTIONS": {"location": str(tmp_path)},
-        },
-    }
-    settings.QPRINT = {
-        "DOCUMENT_BACKEND": "qprint.documents.storage.StorageDocuments",
-        "DOCUMENT_STORAGE": "print-documents",
-    }
+    documents_in_a_storage(settings, tmp_path)
     job = submit(device)
     assert (tmp_path / "qprint" / str(job.pk)).read_bytes() == PDF
     assert not PrintDocument.objects.filter(job=job).exists()

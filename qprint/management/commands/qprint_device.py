@@ -1,13 +1,20 @@
-"""``manage.py qprint_device create|rotate-token|list|disable|enable``: register and manage devices.
+"""``manage.py qprint_device create|rotate-token|list|disable|enable|approve|deny``: register and
+manage devices.
 
 ``create`` and ``rotate-token`` print the device token alone on the last line of their output;
-it is shown once (only its hash is stored).
+it is shown once (only its hash is stored). ``approve CODE`` and ``deny CODE`` decide an agent's
+enrolment by the code it shows (docs/AGENT.md, "Enrolling by code"); the agent, not the
+operator, receives the token.
 """
 
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
 from qprint.core.errors import QPrintError
+from qprint.domain import enrolment
+
+#: The throttle's "address" of codes typed here (docs/SECURITY.md): one scope for the shell.
+COMMAND_SOURCE = "manage.py"
 
 
 class Command(BaseCommand):
@@ -37,6 +44,21 @@ class Command(BaseCommand):
         for sub in (create, rotate, disable, enable):
             sub.add_argument("--tenant", required=True)
             sub.add_argument("--name", required=True)
+        approve = actions.add_parser(
+            "approve", help="Approve an agent's enrolment by the code it shows."
+        )
+        approve.add_argument("code", help="the code the agent shows, e.g. WDJB-MJHT")
+        approve.add_argument("--tenant", required=True)
+        approve.add_argument("--name", required=True)
+        approve.add_argument("--description", default="")
+        approve.add_argument(
+            "--existing",
+            action="store_true",
+            help="re-enrol the existing device TENANT/NAME: its token rotates, its old agent "
+            "is cut off",
+        )
+        deny = actions.add_parser("deny", help="Refuse an agent's enrolment by its code.")
+        deny.add_argument("code")
         listing = actions.add_parser("list", help="List devices.")
         listing.add_argument("--tenant", help="Only this tenant's devices.")
 
@@ -66,10 +88,35 @@ class Command(BaseCommand):
                 self.stdout.write(
                     f"Device {device} is {'enabled' if device.enabled else 'disabled'}."
                 )
+            elif action == "approve":
+                self._approve(options)
+            elif action == "deny":
+                enrolment.deny(options["code"], source=COMMAND_SOURCE, actor="manage.py")
+                self.stdout.write("Refused the enrolment; its agent is told so.")
             elif action == "list":
                 self._list(options.get("tenant"))
         except QPrintError as err:
             raise CommandError(err.message) from err
+
+    def _approve(self, options) -> None:
+        existing = (
+            api.get_device(options["tenant"], options["name"]) if options["existing"] else None
+        )
+        approved = enrolment.approve(
+            options["code"],
+            source=COMMAND_SOURCE,
+            actor="manage.py",
+            tenant=options["tenant"],
+            name=options["name"],
+            device=existing,
+            description=options["description"],
+        )
+        host = approved.agent_info.get("hostname", "?")
+        verb = "Re-enrolled" if existing else "Enrolled"
+        self.stdout.write(
+            f"{verb} device {approved.device} for the agent on {host} "
+            f"({approved.source_address}); the agent collects its token at its next poll."
+        )
 
     def _cloudprnt_settings(self, device, server: str) -> None:
         """What to type into the printer's CloudPRNT settings (its web page or Star's app)."""

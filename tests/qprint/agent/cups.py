@@ -190,3 +190,23 @@ def minimal_pdf(text: str = "qprint") -> bytes:
         xref,
     )
     return bytes(out)
+
+
+def everywhere_queue(printer_uri: str) -> tuple["CupsServer", str]:
+    """A started private CUPS with an IPP Everywhere queue ``EVE`` on ``printer_uri`` (a failing
+    printer aborts the job: the default, stop-printer, would hold it forever); or the test
+    skipped (failed when required) with the reason. The caller stops the server."""
+    from tests.qprint.agent.ippeve import unavailable
+
+    reason = unavailable_reason()
+    if reason:
+        unavailable("CUPS", reason)
+    server = CupsServer()
+    try:
+        server.start()
+        queue = server.add_queue("EVE", printer_uri, "-o", "printer-error-policy=abort-job")
+    except Exception as exc:
+        log = server.log()
+        server.stop()
+        unavailable("CUPS", f"the queue was not made: {exc!r}\n{log}")
+    return server, queue

@@ -78,7 +78,7 @@ i=0
 while [ ! -S /run/dbus/system_bus_socket ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
 avahi-daemon -f {root}/avahi.conf --no-drop-root --no-chroot --no-rlimits &
 ippeveprinter -r off -p {port} -k -d {root}/spool -c {root}/print-command \\
-    -f {formats} -2 -M qprint -m "Test Printer" "{name}" &
+    {options} "{name}" &
 exec {python} -m tests.qprint.agent.relay unix-to-tcp {root}/printer.sock {port}
 """
 
@@ -110,9 +110,12 @@ def unavailable_reason() -> str | None:
 
 
 class IppEvePrinter:
-    def __init__(self, name: str = "qprint-test") -> None:
+    def __init__(self, name: str = "qprint-test", attributes: str | None = None) -> None:
+        """``attributes``: an ``ippeveprinter -a`` file (ipptool syntax) of printer attributes
+        that replace the defaults, e.g. a label printer's ``media-supported``."""
         self.root = Path(tempfile.mkdtemp(prefix="qprint-ippeve-"))
         self.name = name
+        self.attributes = attributes
         self.port = free_port()  # outside: the relay on 127.0.0.1
         self.inner_port = 8631  # inside the namespace: the printer itself
         self.proc: subprocess.Popen | None = None
@@ -132,10 +135,19 @@ class IppEvePrinter:
         command = r / "print-command"
         command.write_text(PRINT_COMMAND.format(root=r))
         command.chmod(0o755)
+        if self.attributes:
+            (r / "attributes.conf").write_text(self.attributes)
         repo = Path(__file__).resolve().parents[3]
         (r / "inner.sh").write_text(
             INNER.format(
-                root=r, port=self.inner_port, formats=FORMATS, name=self.name, python=sys.executable
+                root=r,
+                port=self.inner_port,
+                # ippeveprinter takes an attributes file instead of these options, not with them
+                options=f"-a {r / 'attributes.conf'}"
+                if self.attributes
+                else f'-f {FORMATS} -2 -M qprint -m "Test Printer"',
+                name=self.name,
+                python=sys.executable,
             )
         )
         self.proc = subprocess.Popen(
@@ -219,3 +231,28 @@ class IppEvePrinter:
                 break
             time.sleep(0.05)
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def unavailable(what: str, reason: str) -> None:
+    """Skip the test (fail it under ``QPRINT_REQUIRE_SERVICES=1``): ``what`` cannot run here."""
+    import pytest
+
+    from tests import services
+
+    if services.required():
+        pytest.fail(f"QPRINT_REQUIRE_SERVICES=1 but {what} cannot run: {reason}")
+    pytest.skip(f"{what} cannot run here: {reason}")
+
+
+def started(printer: IppEvePrinter) -> IppEvePrinter:
+    """``printer`` started, or the test skipped (failed when required) with the reason."""
+    reason = unavailable_reason()
+    if reason:
+        unavailable("ippeveprinter", reason)
+    try:
+        printer.start()
+    except Exception as exc:
+        log = printer.log()
+        printer.stop()
+        unavailable("ippeveprinter", f"it did not start: {exc!r}\n{log}")
+    return printer

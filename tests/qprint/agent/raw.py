@@ -1,5 +1,7 @@
-"""Raw printers for the tests: TCP listeners on 127.0.0.1 that behave like jammed printers."""
+"""Raw printers for the tests: TCP listeners on 127.0.0.1 that behave like jammed printers, and
+one that works (:class:`RecordingPrinter`, with :func:`print_raw` to send it a job)."""
 
+import base64
 import socket
 import threading
 
@@ -59,3 +61,60 @@ class ClosingPrinter:
 
     def close(self):
         self.server.close()
+
+
+class RecordingPrinter:
+    """A raw printer that works: it reads each job to its end and keeps the bytes."""
+
+    def __init__(self):
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.documents: list[bytes] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def uri(self) -> str:
+        return f"socket://127.0.0.1:{self.port}"
+
+    def _serve(self):
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            chunks = []
+            with conn:
+                while chunk := conn.recv(65536):
+                    chunks.append(chunk)
+            self.documents.append(b"".join(chunks))
+
+    def close(self):
+        self.server.close()
+
+
+def print_raw(mount: str, tenant: str, device: str, data: bytes, agent, timeout: float = 30):
+    """Submit ``data`` (ZPL) to ``tenant``/``device`` through the application API at ``mount``
+    (``http://host:port/qprint/``) and wait until the job is PRINTED."""
+    import httpx
+
+    from qprint import api
+    from tests.processes import wait_until
+
+    _, key = api.create_application_key(tenant, f"raw-{device}")
+    response = httpx.post(
+        mount + "api/v1/jobs",
+        headers={"Authorization": f"Bearer {key}"},
+        json={
+            "device": device,
+            "content_type": "application/vnd.zebra-zpl",
+            "content_base64": base64.b64encode(data).decode(),
+        },
+        timeout=10,
+    )
+    assert response.status_code == 201, response.text
+    job_id = response.json()["id"]
+    wait_until(
+        lambda: api.get_job(tenant, job_id).status == "PRINTED",
+        timeout,
+        message=f"job {job_id} PRINTED; agent log:\n{agent.log()[-3000:]}",
+    )

@@ -10,10 +10,9 @@ import pytest
 
 from qprint.agent.printers import IppPrinter
 from qprint.agent.spoolers import CupsSpooler, SpoolJob, SpoolRejected
-from tests import services
 from tests.qprint.agent import cups as cups_harness
 from tests.qprint.agent import ippeve
-from tests.qprint.agent.cups import CupsServer, minimal_pdf
+from tests.qprint.agent.cups import minimal_pdf
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.slow
@@ -21,24 +20,8 @@ pytestmark = pytest.mark.slow
 TEXT = b"qprint over IPP\n" * 50
 
 
-def _unavailable(what: str, reason: str):
-    if services.required():
-        pytest.fail(f"QPRINT_REQUIRE_SERVICES=1 but {what} cannot run: {reason}")
-    pytest.skip(f"{what} cannot run here: {reason}")
-
-
 def _start_printer(name: str) -> ippeve.IppEvePrinter:
-    reason = ippeve.unavailable_reason()
-    if reason:
-        _unavailable("ippeveprinter", reason)
-    p = ippeve.IppEvePrinter(name)
-    try:
-        p.start()
-    except Exception as exc:
-        log = p.log()
-        p.stop()
-        _unavailable("ippeveprinter", f"it did not start: {exc!r}\n{log}")
-    return p
+    return ippeve.started(ippeve.IppEvePrinter(name))
 
 
 @pytest.fixture(scope="module")
@@ -69,18 +52,7 @@ def eve(printer):
 
 @pytest.fixture(scope="module")
 def cups_queue(printer):
-    reason = cups_harness.unavailable_reason()
-    if reason:
-        _unavailable("CUPS", reason)
-    server = CupsServer()
-    try:
-        server.start()
-        # A failing printer aborts the job (the default, stop-printer, would hold it forever).
-        queue = server.add_queue("EVE", printer.uri, "-o", "printer-error-policy=abort-job")
-    except Exception as exc:
-        log = server.log()
-        server.stop()
-        _unavailable("CUPS", f"the queue was not made: {exc!r}\n{log}")
+    server, queue = cups_harness.everywhere_queue(printer.uri)
     yield server, queue
     server.stop()
 

@@ -233,6 +233,7 @@ def test_options_map_to_lp_and_to_ipp():
             "page_ranges": "1-3,5",
             "orientation": "landscape",
             "color": False,
+            "fit": "scale",
         }
     )
     assert o.lp_arguments(opts) == [
@@ -248,6 +249,8 @@ def test_options_map_to_lp_and_to_ipp():
         "orientation-requested=4",
         "-o",
         "print-color-mode=monochrome",
+        "-o",
+        "fit-to-page",
     ]
     assert o.ipp_attributes(opts) == [
         ("integer", "copies", "2"),
@@ -256,6 +259,7 @@ def test_options_map_to_lp_and_to_ipp():
         ("rangeOfInteger", "page-ranges", "1-3,5-5"),
         ("enum", "orientation-requested", "4"),
         ("keyword", "print-color-mode", "monochrome"),
+        ("keyword", "print-scaling", "fit"),
     ]
     assert o.normalize({"sides": "two-sided-short-edge"}).sides == "two-sided-short-edge"
     assert o.normalize({"duplex": "short-edge"}).sides == "two-sided-short-edge"
@@ -268,6 +272,7 @@ def test_options_map_to_lp_and_to_ipp():
         ({"copies": 0}, "copies"),
         ({"copies": "2"}, "copies"),
         ({"duplex": "sideways"}, "duplex"),
+        ({"fit": "stretch"}, "fit"),
         ({"sides": "both"}, "sides"),
         ({"media": "a4; rm -rf /"}, "media"),
         ({"page_ranges": "3-1"}, "page_ranges"),

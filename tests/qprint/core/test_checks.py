@@ -30,10 +30,32 @@ def test_heartbeat_below_five_warns_below_one_errs(value, expected):
     assert ids(HEARTBEAT_SECONDS=value) == expected
 
 
-@pytest.mark.parametrize("key", ["MAX_DOCUMENT_BYTES", "WAKE_QUEUE_SIZE", "JOB_RETENTION_DAYS"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "MAX_DOCUMENT_BYTES",
+        "WAKE_QUEUE_SIZE",
+        "JOB_RETENTION_DAYS",
+        "ENROLMENT_EXPIRES_SECONDS",
+        "ENROLMENT_INTERVAL_SECONDS",
+    ],
+)
 @pytest.mark.parametrize("value", [0, -1, "10", None, True])
 def test_positive_integers(key, value):
     assert ids(**{key: value}) == ["qprint.E003"]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, []),
+        ("https://print.example.com/admin/qprint/enrolment/", []),
+        ("/admin/qprint/enrolment/", ["qprint.E014"]),
+        (5, ["qprint.E014"]),
+    ],
+)
+def test_the_enrolment_page_is_an_absolute_url(value, expected):
+    assert ids(ENROLMENT_VERIFICATION_URI=value) == expected
 
 
 def test_job_ttl_may_be_none_but_not_zero():

@@ -7,7 +7,7 @@ as it is displayed (before any ``/Rotate``, which :class:`Page` takes as well).
 """
 
 import hashlib
-import io
+import struct
 import zlib
 from dataclasses import dataclass, field
 
@@ -20,6 +20,8 @@ class Page:
     height_mm: float
     boxes: list[tuple[float, float, float, float]] = field(default_factory=list)
     rotate: int = 0
+    #: ``(left, baseline from the top, size in points, text)`` in Helvetica
+    texts: list[tuple[float, float, float, str]] = field(default_factory=list)
 
     def content(self) -> bytes:
         ops = [b"0 0 0 rg"]
@@ -27,6 +29,12 @@ class Page:
             bottom = self.height_mm - top - height
             ops.append(
                 b"%.3f %.3f %.3f %.3f re f" % (left * MM, bottom * MM, width * MM, height * MM)
+            )
+        for left, baseline, size, text in self.texts:
+            escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
+            ops.append(
+                b"BT /F1 %.1f Tf %.3f %.3f Td (%s) Tj ET"
+                % (size, left * MM, (self.height_mm - baseline) * MM, escaped.encode("latin-1"))
             )
         return b"\n".join(ops)
 
@@ -56,13 +64,14 @@ def stream(data: bytes, *, compress: bool = True, extra: bytes = b"") -> bytes:
 
 
 def pdf(pages: list[Page], *, shift_xref: int = 0, trailer: bytes = b"") -> bytes:
-    objects: list[bytes] = [b"", b""]  # catalog, page tree
+    objects: list[bytes] = [b"", b"", b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"]
     kids = []
     for page in pages:
         objects.append(stream(page.content()))
         content = len(objects)
         objects.append(
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %.3f %.3f] /Rotate %d /Contents %d 0 R >>"
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 %.3f %.3f] /Rotate %d /Contents %d 0 R"
+            b" /Resources << /Font << /F1 3 0 R >> >> >>"
             % (page.width_mm * MM, page.height_mm * MM, page.rotate, content)
         )
         kids.append(len(objects))
@@ -76,6 +85,26 @@ def pdf(pages: list[Page], *, shift_xref: int = 0, trailer: bytes = b"") -> byte
 
 def a4(*boxes, rotate: int = 0) -> Page:
     return Page(210, 297, list(boxes), rotate)
+
+
+def shipping_label() -> Page:
+    """A 4 x 6 in shipping label: frames, addresses, a barcode."""
+    bars = [(8 + i * 1.3, 100, 0.6 if i % 3 else 1.0, 22) for i in range(60)]
+    frames = [(4, 4, 93.6, 0.8), (4, 40, 93.6, 0.8), (4, 95, 93.6, 0.8), (4, 130, 93.6, 0.8)]
+    return Page(
+        101.6,
+        152.4,
+        frames + bars + [(70, 8, 26, 28)],
+        texts=[
+            (6, 11, 8, "FROM: Acme Printing Ltd"),
+            (6, 16, 8, "1 Harbour Road, Leith EH6 6AA"),
+            (6, 50, 11, "SHIP TO:"),
+            (6, 60, 16, "Ada Lovelace"),
+            (6, 69, 12, "12 St James's Square"),
+            (6, 77, 12, "London SW1Y 4JH"),
+            (6, 140, 9, "qprint-4x6 label  order 42-1187"),
+        ],
+    )
 
 
 def many_pages(count: int, width_mm: float = 210, height_mm: float = 297) -> bytes:
@@ -95,20 +124,28 @@ def many_pages(count: int, width_mm: float = 210, height_mm: float = 297) -> byt
     return write(objects)
 
 
+def zeros_deflate(prefix: bytes, chunks: int, chunk_size: int = 1 << 20) -> bytes:
+    """A zlib stream of ``prefix`` then ``chunks`` × ``chunk_size`` zero bytes, made without
+    compressing them all: after a full flush deflate forgets what came before, so one compressed
+    chunk repeats; the checksum of zeros is computed (Adler-32: ``a`` stays, ``b`` grows by
+    ``a`` per byte)."""
+    compressor = zlib.compressobj(9)
+    head = compressor.compress(prefix) + compressor.flush(zlib.Z_FULL_FLUSH)
+    block = compressor.compress(bytes(chunk_size)) + compressor.flush(zlib.Z_FULL_FLUSH)
+    tail = compressor.flush(zlib.Z_FINISH)
+    adler = zlib.adler32(prefix)
+    low, high = adler & 0xFFFF, adler >> 16
+    high = (high + chunks * chunk_size * low) % 65521
+    return head + block * chunks + tail[:-4] + struct.pack(">I", (high << 16) | low)
+
+
 def decompression_bomb(inflated_bytes: int = 2 << 30) -> bytes:
     """An A4 page whose one image, a few megabytes of Flate data, inflates to ``inflated_bytes``
     of pixels (a 2 GiB picture by default), drawn over the whole page."""
     side = int((inflated_bytes / 3) ** 0.5)
-    compressor = zlib.compressobj(9)
-    chunk = bytes(1 << 20)
-    data = io.BytesIO()
-    left = side * side * 3
-    while left > 0:
-        data.write(compressor.compress(chunk[: min(left, len(chunk))]))
-        left -= len(chunk)
-    data.write(compressor.flush())
+    chunks = -(-side * side * 3 // (1 << 20))  # whole chunks: a little more than the picture
     image = stream(
-        data.getvalue(),
+        zeros_deflate(b"", chunks),
         compress=False,
         extra=b" /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceRGB"
         b" /BitsPerComponent 8 /Filter /FlateDecode" % (side, side),
@@ -125,16 +162,11 @@ def decompression_bomb(inflated_bytes: int = 2 << 30) -> bytes:
 
 
 def content_bomb(inflated_bytes: int = 1 << 30) -> bytes:
-    """An A4 page whose content stream inflates to ``inflated_bytes`` (spaces around one box)."""
-    compressor = zlib.compressobj(9)
-    data = io.BytesIO()
-    data.write(compressor.compress(b"0 0 0 rg 10 10 50 50 re f "))
-    chunk = b" " * (1 << 20)
-    for _ in range(inflated_bytes >> 20):
-        data.write(compressor.compress(chunk))
-    data.write(compressor.flush())
-    content = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data.getvalue())
-    content += data.getvalue() + b"\nendstream"
+    """An A4 page whose content stream inflates to ``inflated_bytes``: one box, then NUL bytes
+    (white space to a PDF parser)."""
+    data = zeros_deflate(b"0 0 0 rg 10 10 50 50 re f ", inflated_bytes >> 20)
+    content = b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(data)
+    content += data + b"\nendstream"
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",

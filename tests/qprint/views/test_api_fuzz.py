@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from qprint import api
-from tests.processes import REPO_ROOT, daphne_node, free_port, port_open
-from tests.waiting import wait_until
+from tests.processes import REPO_ROOT, listening_node
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
@@ -31,17 +30,11 @@ SEED = os.environ.get("QPRINT_API_FUZZ_SEED", "20261201")
 
 @pytest.fixture
 def node(subprocess_env):
-    port = free_port()
     # Schemathesis sends many bad credentials on purpose: the throttle would answer 429 to
     # everything after a few (that answer is tested in test_auth_throttle.py).
     env = {**subprocess_env, "QQQ_NODE_ID": "fuzz", "QPRINT_AUTH_FAILURE_LIMIT": "1000000"}
-    process = daphne_node("fuzz", port, env).start()
-    try:
-        wait_until(lambda: port_open(port) or not process.alive(), 30, message="node listening")
-        assert process.alive(), process.log()
-        yield f"http://127.0.0.1:{port}", process
-    finally:
-        process.stop()
+    with listening_node("fuzz", env) as node:
+        yield node
 
 
 @pytest.fixture
@@ -66,6 +59,11 @@ def schemathesis(
         # which names resolve, and the test machine resolves none: a valid-looking URL is 422.
         "[[operations]]",
         'include-operation-id = "createWebhook"',
+        "checks.positive_data_acceptance.enabled = false",
+        # The enrolment poll answers a well-formed but unknown device code 400 invalid_grant,
+        # as the OAuth device grant says (docs/API.md, "Enrolment").
+        "[[operations]]",
+        'include-operation-id = "pollEnrolment"',
         "checks.positive_data_acceptance.enabled = false",
     ]
     if auth:

@@ -47,6 +47,7 @@ def application_calls(o):
     yield "get job", "get", reverse("qprint:job-detail", args=[job_id]), None
     yield "cancel job", "post", reverse("qprint:job-cancel", args=[job_id]), None
     yield "reprint job", "post", reverse("qprint:job-reprint", args=[job_id]), None
+    yield "preview job", "get", reverse("qprint:job-preview", args=[job_id]), None
 
 
 def test_key_of_another_tenant_gets_404_for_every_job_endpoint(client, owned):

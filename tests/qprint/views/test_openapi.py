@@ -73,6 +73,9 @@ def test_real_answers_match_the_documented_schemas(client, document):
     detail = client.get(reverse("qprint:job-detail", args=[job["id"]]), **key.auth).json()
     device = client.get(reverse("qprint:device-detail", args=["front-desk"]), **key.auth).json()
     error = client.get(reverse("qprint:jobs")).json()
+    enrolment = client.post(
+        reverse("qprint:device-enrollments"), {"agent_info": {}}, content_type="application/json"
+    ).json()
 
     for name, instance in [
         ("Job", job),
@@ -80,5 +83,6 @@ def test_real_answers_match_the_documented_schemas(client, document):
         ("JobWithEvents", detail),
         ("DeviceSummary", device),
         ("Error", error),
+        ("EnrolmentStarted", enrolment),
     ]:
         jsonschema.Draft202012Validator(schema_of(document, name)).validate(instance)

@@ -201,6 +201,13 @@ CASES: dict[str, list[Case]] = {
             remove_job,
         )
     ],
+    "job-preview": [
+        Case(
+            lambda w: Call("get", reverse("qprint:job-preview", args=[w.job["id"]])),
+            "key",
+            remove_job,
+        )
+    ],
     "job-reprint": [
         Case(
             lambda w: Call("post", reverse("qprint:job-reprint", args=[w.job["id"]])),

@@ -14,10 +14,10 @@ from django.urls import reverse
 from qprint.core.conf import qprint_settings
 from qprint.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import destinations, endpoints, outbox
-from tests.processes import wait_until
 from tests.qprint.factories import make_key
 from tests.qprint.webhooks.conftest import LOOPBACK
 from tests.qprint.webhooks.receiver import Receiver
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
