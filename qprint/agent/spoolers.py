@@ -309,28 +309,31 @@ class CupsSpooler(Spooler):
                 pass
         return self._queue_status(queue), {}
 
-    def printers(self) -> list[dict[str, Any]]:
-        """The one queue jobs go to (``queue``, else the CUPS default destination), as
-        ``lpstat -p`` reports it: a job cannot pick another CUPS queue of the host."""
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue of the scheduler as ``lpstat -p`` lists it (what enrolment offers to
+        configure), the default destination marked."""
         default = self.queue or self.default_printer()
-        printers = []
+        queues = []
         for line in self._run("lpstat", "-p").splitlines():
             match = _PRINTER_LINE.match(line)
             if not match:
                 continue
             name, rest = match.groups()
-            if name != default:
-                continue
             if "disabled" in rest:
                 status = "disabled"
             elif "printing" in rest:
                 status = "printing"
             else:
                 status = "idle"
-            printers.append(
+            queues.append(
                 {"name": name, "is_default": name == default, "status": status, "capabilities": {}}
             )
-        return printers
+        return queues
+
+    def printers(self) -> list[dict[str, Any]]:
+        """The one queue jobs go to (``queue``, else the CUPS default destination): a job cannot
+        pick another CUPS queue of the host, so no other is reported."""
+        return [queue for queue in self.queues() if queue["is_default"]]
 
     def _destination(self, printer: str | None) -> str | None:
         """The queue of a job: the configured one. A job may name it (or, without a configured
