@@ -124,6 +124,11 @@ def predicate_restatements(source: str) -> set[int]:
         for keyword in node.keywords:
             value = keyword.value
             if isinstance(value, ast.Attribute):
+                # JobStatus.CLAIMED, CommandStatus.PENDING; another table's own status enum (an
+                # enrolment's PENDING) is another predicate.
+                owner = _chain(value.value)
+                if owner and owner[-1] not in {"JobStatus", "CommandStatus"}:
+                    continue
                 status = value.attr
             elif isinstance(value, ast.Constant):
                 status = value.value
