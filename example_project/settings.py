@@ -173,6 +173,14 @@ for _name in ("ENROLMENT_EXPIRES_SECONDS", "ENROLMENT_INTERVAL_SECONDS"):
         QPRINT[_name] = env.int(f"QPRINT_{_name}")
 if env.str("QPRINT_AUTH_FAILURE_LIMIT", default=""):
     QPRINT["AUTH_FAILURE_LIMIT"] = env.int("QPRINT_AUTH_FAILURE_LIMIT")
+# The proxies in front of the nodes: behind them the client is the rightmost X-Forwarded-For
+# address that is not one of them (docs/SECURITY.md, "The client's address"). Run Daphne without
+# --proxy-headers, which would take the leftmost one, written by the client.
+if env.str("QPRINT_TRUSTED_PROXIES", default=""):
+    QPRINT["TRUSTED_PROXIES"] = env.list("QPRINT_TRUSTED_PROXIES")
+# Behind a TLS-terminating proxy that sets X-Forwarded-Proto (and that alone reaches the nodes).
+if env.bool("TRUST_X_FORWARDED_PROTO", default=False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
 
 # Documents (docs/DOCUMENTS.md): the render workers' bounds.
 if env.str("QPRINT_RENDER_TIMEOUT_SECONDS", default=""):

@@ -179,7 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--spooler",
         choices=["cups", "directory", "null"],
         default=None,
-        help="cups: submit with lp and follow the CUPS job (a job's printer names the queue); "
+        help="cups: submit with lp to --cups-queue (only) and follow the CUPS job; "
         "directory: write each document to --spool-dir once; null: accept and discard "
         "(reported PRINTED). Without --printer or --spooler the agent refuses to start.",
     )

@@ -34,7 +34,7 @@ from qprint.agent.connection import (
     reconnect_jitter,
 )
 from qprint.agent.journal_thread import AsyncJournal
-from qprint.agent.operations import DeviceApi, SocketOperations
+from qprint.agent.operations import BearerToOwnOrigins, DeviceApi, SocketOperations
 from qprint.agent.spoolers import Spooler
 from qprint.agent.worker import (
     DONE,
@@ -78,10 +78,8 @@ class DeviceAgent:
         self.backoff = Backoff(config.backoff_initial, config.backoff_max)
         self.journal = AsyncJournal(device.journal_path, self.name)
         self.http = httpx.AsyncClient(
-            headers={
-                "Authorization": f"Bearer {device.token}",
-                "User-Agent": f"qprint-agent/{__version__} ({platform.system()})",
-            },
+            auth=BearerToOwnOrigins(device.token, (e.origin for e in self.urls.endpoints)),
+            headers={"User-Agent": f"qprint-agent/{__version__} ({platform.system()})"},
             timeout=httpx.Timeout(10.0, read=30.0),
         )
         # Claims and reports as socket frames when the server offers them (--operations), and
@@ -346,7 +344,11 @@ class DeviceAgent:
             await self._send_state(ws)
             self.wake.set()
         elif kind == "command":
-            command_id, command_type, payload = p.parse_command(frame)
+            try:
+                command_id, command_type, payload = p.parse_command(frame)
+            except p.ProtocolError as exc:
+                logger.warning("command_ignored device=%s error=%s", self.name, exc)
+                return
             self._spawn(self.commands.run(endpoints, command_id, command_type, payload))
         elif kind == "error":
             logger.warning(

@@ -110,7 +110,7 @@ def cups_queues(server: str | None = None) -> list[PrinterSpec]:
     if shutil.which("lpstat") is None:
         return []
     try:
-        queues = CupsSpooler(server=server).printers()
+        queues = CupsSpooler(server=server).queues()
     except (OSError, subprocess.SubprocessError):
         return []
     return [PrinterSpec(q["name"], f"cups:{q['name']}", bool(q["is_default"])) for q in queues]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -102,6 +103,21 @@ class SocketOperations:
             raise OperationUnavailable(f"send failed: {exc!r}") from exc
         finally:
             self._pending.pop(request_id, None)
+
+
+class BearerToOwnOrigins(httpx.Auth):
+    """The device token on the requests to the agent's own servers only (the origins of its
+    configured URLs, scheme, host and port): a URL the server wrote, or a redirect, that names
+    another origin never carries it, even in cleartext to the same host."""
+
+    def __init__(self, token: str, origins: Iterable[tuple[str, str, int]]):
+        self._header = f"Bearer {token}"
+        self._origins = frozenset(origins)
+
+    def auth_flow(self, request: httpx.Request):
+        if p.origin_of(str(request.url)) in self._origins:
+            request.headers["Authorization"] = self._header
+        yield request
 
 
 class DeviceApi:

@@ -34,6 +34,7 @@ from qprint.agent.spoolers import (
     SpoolInterrupted,
     SpoolJob,
     SpoolRejected,
+    base_media_type,
     follow_ipp_job,
 )
 
@@ -184,9 +185,10 @@ class IppPrinter(Spooler):
             o.check_format(job.content_type, caps, self.uri)
         except o.OptionError as exc:
             raise SpoolRejected(str(exc)) from exc
+        document_format = base_media_type(job.content_type) or "application/octet-stream"
         try:
             job_id = self.client.print_job(
-                job.data, job.content_type, job.title or job.job_id, o.ipp_attributes(opts)
+                job.data, document_format, job.title or job.job_id, o.ipp_attributes(opts)
             )
         except (ipp.IppRefused, ipp.IppUnreachable) as exc:
             raise SpoolRejected(f"{self.uri} refused the job: {exc}") from exc

@@ -7,6 +7,7 @@ only builds and checks frames and URLs: no I/O happens here.
 import base64
 import binascii
 import json
+import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -76,6 +77,18 @@ def parse_frame(text: str | bytes) -> dict[str, Any]:
     return frame
 
 
+def uuid_text(value: Any, what: str) -> str:
+    """``value`` as the canonical text of a UUID (how the server names jobs, claims and
+    commands); ``ProtocolError`` otherwise. Ids from the server become file names and URL paths
+    on the device: nothing else may pass."""
+    if not isinstance(value, str):
+        raise ProtocolError(f"{what} must be a UUID, got {value!r}")
+    try:
+        return str(uuid.UUID(value))
+    except ValueError:
+        raise ProtocolError(f"{what} must be a UUID, got {value!r}") from None
+
+
 def _int(frame: dict[str, Any], key: str) -> int:
     value = frame.get(key)
     if not isinstance(value, int) or isinstance(value, bool):
@@ -105,18 +118,25 @@ def parse_hello(frame: dict[str, Any]) -> Hello:
 
 
 def _active_jobs(value: Any) -> tuple[tuple[str, str, str], ...] | None:
-    """hello's ``active_jobs``; an entry without a job id, claim id and status is left out (the
-    connection must not fail on it: the job is then reconciled on a later hello, or by a person)."""
+    """hello's ``active_jobs``; an entry without a job id and a claim id (UUIDs) and a status is
+    left out (the connection must not fail on it: the job is then reconciled on a later hello, or
+    by a person)."""
     if value is None:
         return None
     if not isinstance(value, list):
         raise ProtocolError("'active_jobs' must be a list")
-    return tuple(
-        (item["job_id"], item["claim_id"], item["status"])
-        for item in value
-        if isinstance(item, dict)
-        and all(isinstance(item.get(k), str) and item[k] for k in ("job_id", "claim_id", "status"))
-    )
+    jobs = []
+    for item in value:
+        if not isinstance(item, dict) or not isinstance(item.get("status"), str):
+            continue
+        try:
+            job_id = uuid_text(item.get("job_id"), "job_id")
+            claim_id = uuid_text(item.get("claim_id"), "claim_id")
+        except ProtocolError:
+            continue
+        if item["status"]:
+            jobs.append((job_id, claim_id, item["status"]))
+    return tuple(jobs)
 
 
 #: The frames that answer an operation request (they repeat its ``request_id``).
@@ -196,6 +216,7 @@ def parse_command(frame: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     payload = frame.get("payload", nested.get("payload")) or {}
     if not isinstance(command_id, str) or not command_id:
         raise ProtocolError("command frame without command_id")
+    command_id = uuid_text(command_id, "command_id")
     if not isinstance(kind, str) or not kind:
         raise ProtocolError("command frame without a command type")
     if not isinstance(payload, dict):
@@ -224,6 +245,21 @@ def ping_frame() -> str:
 
 def printers_frame(printers: list[dict[str, Any]]) -> str:
     return json.dumps({"type": wire.PRINTERS, "printers": printers})
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443, "ws": 80, "wss": 443}
+
+
+def origin_of(url: str) -> tuple[str, str, int]:
+    """(scheme, host, port) of ``url``, the port made explicit; ``ws``/``wss`` read as
+    ``http``/``https`` (the socket and the HTTP API of one server share an origin)."""
+    parts = urlsplit(url)
+    scheme = {"ws": "http", "wss": "https"}.get(parts.scheme.lower(), parts.scheme.lower())
+    try:
+        port = parts.port or DEFAULT_PORTS.get(scheme, 0)
+    except ValueError:
+        port = -1  # a port that is not a number matches no origin
+    return scheme, (parts.hostname or "").lower(), port
 
 
 @dataclass(frozen=True)
@@ -266,9 +302,19 @@ class Endpoints:
     def document(self, job_id: str) -> str:
         return self.base + f"api/v1/device/jobs/{job_id}/document"
 
+    @property
+    def origin(self) -> tuple[str, str, int]:
+        """(scheme, host, port) of this base: where the device's token may be sent."""
+        return origin_of(self.base)
+
     def resolve(self, url: str) -> str:
-        """An URL from the server (e.g. ``document_url``), absolute or relative to this base."""
-        return urljoin(self.base, url)
+        """An URL from the server (``document_url``), resolved against this base; ``ValueError``
+        unless it stays on this base's origin (scheme, host and port): the token goes nowhere
+        else, whatever the server wrote."""
+        resolved = urljoin(self.base, url)
+        if origin_of(resolved) != self.origin:
+            raise ValueError(f"{url!r} leaves {self.base} (another scheme, host or port)")
+        return resolved
 
     @staticmethod
     def events_path(job_id: str) -> str:

@@ -28,6 +28,8 @@ from qprint.agent import ipp
 from qprint.agent import options as o
 
 LEDGER_NAME = "spool-ledger.log"
+#: What a job id may be to name a file: letters, digits and hyphens (a UUID, ``test-page-<ms>``).
+_SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,99}")
 
 
 class SpoolRejected(Exception):
@@ -103,6 +105,22 @@ class NullSpooler(Spooler):
         return f"null:{job.job_id}"
 
 
+#: A media type without parameters, as ``lp -o document-format=`` may take it: nothing that lp
+#: or libcups would split into more options (spaces, commas, quotes, ``=``).
+_MEDIA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]*")
+
+
+def base_media_type(content_type: str | None) -> str | None:
+    """The base type of ``content_type`` (its parameters dropped), ``None`` when there is none;
+    :class:`SpoolRejected` when it is not a media type at all."""
+    base = (content_type or "").split(";", 1)[0].strip()
+    if not base:
+        return None
+    if not _MEDIA_TYPE.fullmatch(base):
+        raise SpoolRejected(f"content type {content_type!r} is not a media type")
+    return base.lower()
+
+
 def _extension(content_type: str) -> str:
     if content_type == "application/pdf":
         return ".pdf"
@@ -118,6 +136,10 @@ class DirectorySpooler(Spooler):
         self._ledger_lock = threading.Lock()
 
     def path_for(self, job: SpoolJob) -> Path:
+        """The document's file: named by the job id (a UUID, or the agent's own test page id),
+        never a path: anything else is refused before a byte is written."""
+        if not _SAFE_NAME.fullmatch(job.job_id):
+            raise SpoolRejected(f"job id {job.job_id!r} is not a file name")
         return self.directory / f"{job.job_id}{_extension(job.content_type)}"
 
     def describe(self) -> tuple[str, dict[str, Any]]:
@@ -135,7 +157,7 @@ class DirectorySpooler(Spooler):
         ]
 
     def submit(self, job: SpoolJob) -> str:
-        final = self.path_for(job)
+        final = self.path_for(job)  # checks the id before it names the temporary file too
         fd, tmp = tempfile.mkstemp(prefix=f".{job.job_id}.", suffix=".tmp", dir=self.directory)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -287,9 +309,11 @@ class CupsSpooler(Spooler):
                 pass
         return self._queue_status(queue), {}
 
-    def printers(self) -> list[dict[str, Any]]:
+    def queues(self) -> list[dict[str, Any]]:
+        """Every queue of the scheduler as ``lpstat -p`` lists it (what enrolment offers to
+        configure), the default destination marked."""
         default = self.queue or self.default_printer()
-        printers = []
+        queues = []
         for line in self._run("lpstat", "-p").splitlines():
             match = _PRINTER_LINE.match(line)
             if not match:
@@ -301,16 +325,32 @@ class CupsSpooler(Spooler):
                 status = "printing"
             else:
                 status = "idle"
-            printers.append(
+            queues.append(
                 {"name": name, "is_default": name == default, "status": status, "capabilities": {}}
             )
-        return printers
+        return queues
+
+    def printers(self) -> list[dict[str, Any]]:
+        """The one queue jobs go to (``queue``, else the CUPS default destination): a job cannot
+        pick another CUPS queue of the host, so no other is reported."""
+        return [queue for queue in self.queues() if queue["is_default"]]
 
     def _destination(self, printer: str | None) -> str | None:
-        return printer or self.queue
+        """The queue of a job: the configured one. A job may name it (or, without a configured
+        queue, the CUPS default destination) but no other queue of the host: those are printers
+        nobody configured for this agent (``--printer NAME=cups:QUEUE`` configures more)."""
+        if printer is None or printer == self.queue:
+            return self.queue
+        if self.queue is None and printer == self.default_printer():
+            return None
+        raise SpoolRejected(
+            f"this agent prints to {self.queue or 'the CUPS default destination'} only, "
+            f"not to the CUPS queue {printer!r} (configure it with --printer NAME=cups:QUEUE)"
+        )
 
     def submit(self, job: SpoolJob) -> str:
         destination = self._destination(job.printer)
+        document_format = base_media_type(job.content_type)
         try:
             opts = o.normalize(job.options)
             if not opts.plain:
@@ -323,7 +363,7 @@ class CupsSpooler(Spooler):
             args += ["-d", destination]
         args += ["-t", job.title or job.job_id]
         args += o.lp_arguments(opts)
-        args += ["-o", f"document-format={job.content_type}"] if job.content_type else []
+        args += ["-o", f"document-format={document_format}"] if document_format else []
         args.append("-")
         try:
             out = self._run(*args, data=job.data)

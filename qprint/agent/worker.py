@@ -19,7 +19,7 @@ from qprint.agent import journal as j
 from qprint.agent import protocol as p
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi
-from qprint.agent.protocol import Endpoints
+from qprint.agent.protocol import Endpoints, uuid_text
 from qprint.agent.spoolers import (
     AlreadySpooled,
     Outcome,
@@ -180,12 +180,13 @@ class Assignment:
     @classmethod
     def from_body(cls, body: dict[str, Any]) -> "Assignment":
         """The assignment in a claim's answer or a pushed ``assignment`` frame; the journal keeps
-        ``body`` without the inline document (it is not needed once the job is RECEIVED)."""
+        ``body`` without the inline document (it is not needed once the job is RECEIVED).
+        ``ProtocolError`` unless its ids are UUIDs (they become file names and URL paths here)."""
         inline = p.inline_document(body)
         body = {k: v for k, v in body.items() if k not in ("document_base64", "type", "pushed")}
         return cls(
-            job_id=str(body["job_id"]),
-            claim_id=str(body["claim_id"]),
+            job_id=uuid_text(body.get("job_id"), "job_id"),
+            claim_id=uuid_text(body.get("claim_id"), "claim_id"),
             title=str(body.get("title") or ""),
             content_type=str(body.get("content_type") or "application/octet-stream"),
             size=int(body["size"]),
@@ -334,7 +335,16 @@ class JobRunner:
     ) -> tuple[bytes, tuple[str, str] | str | None]:
         if a.inline is not None:
             return a.inline, _mismatch(a, a.inline)
-        url = endpoints.resolve(a.document_url) if a.document_url else endpoints.document(a.job_id)
+        url = endpoints.document(a.job_id)
+        if a.document_url:
+            try:
+                url = endpoints.resolve(a.document_url)
+            except ValueError:  # never follow it: the document is fetched from our own server
+                logger.warning(
+                    "document_url_refused device=%s job=%s reason=other_origin",
+                    self.device,
+                    a.job_id,
+                )
         try:
             response = await self.http.get(url, timeout=httpx.Timeout(10, read=120))
         except httpx.HTTPError as exc:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import time
 
 from django.http import HttpRequest, HttpResponse
@@ -26,7 +25,7 @@ from django.views.decorators.csrf import csrf_exempt
 from qprint.core import cloudprnt_protocol as protocol
 from qprint.core import executor
 from qprint.core.conf import qprint_settings
-from qprint.core.errors import Disabled
+from qprint.core.errors import Unauthorized
 from qprint.domain import cloudprnt, credentials
 from qprint.metrics import instruments
 from qprint.models import Device, DeviceKind
@@ -73,21 +72,19 @@ def basic_credentials(request: HttpRequest) -> tuple[str, str]:
     return user, password
 
 
-def _device_for_token(token: str, source: str) -> Device | None:
-    """The CloudPRNT device of ``token`` through the throttle (429 once ``source`` or the token's
-    prefix failed too often; an unknown token is counted as a failure)."""
-    lookup = functools.partial(credentials.device_for_token, kind=DeviceKind.CLOUDPRNT)
-    return credentials.authenticate(source, token, lookup, "cloudprnt")
-
-
 def authenticate(request: HttpRequest) -> Device:
-    """The enabled CloudPRNT device named and authenticated by the Basic credentials."""
+    """The enabled CloudPRNT device named and authenticated by the Basic credentials, through the
+    one way in for a device (:func:`credentials.authenticate_device`: the throttle, 401 unknown,
+    403 disabled)."""
     user, token = basic_credentials(request)
-    device = _device_for_token(token, client_address(request))
-    if device is None or (user and user != device.name):
+    try:
+        device = credentials.authenticate_device(
+            token, source=client_address(request), kind=DeviceKind.CLOUDPRNT
+        )
+    except Unauthorized:
+        raise _unauthorized("Unknown device name or token.") from None
+    if user and user != device.name:
         raise _unauthorized("Unknown device name or token.")
-    if not device.enabled:
-        raise Disabled()
     return device
 
 

@@ -19,6 +19,7 @@ setting's rule and id is declared with the setting in :mod:`qprint.core.conf`.
 - ``qprint.E007``: ``WEBHOOK_ALLOW_HTTP`` is not a bool, or ``WEBHOOK_ALLOWED_HOSTS`` is not a list
   of host names, addresses or networks.
 - ``qprint.E008``: ``ACCEPTED_CONTENT_TYPES`` is not a non-empty list of ``type/subtype`` names.
+- ``qprint.E020``: ``TRUSTED_PROXIES`` is not a list of addresses or networks (CIDR).
 - ``qprint.E021``: ``RENDER_MEMORY_BYTES`` is below 64 MiB, too little for a render worker to load
   PDFium (every preview and fit check would fail; docs/DOCUMENTS.md).
 

@@ -146,6 +146,17 @@ def _hosts(app: AppSettings, hosts: Any) -> list[checks.CheckMessage]:
     return messages
 
 
+def _networks(value: Any) -> bool:
+    if not _strings(value):
+        return False
+    try:
+        for entry in value:
+            ipaddress.ip_network(entry.strip(), strict=False)
+    except ValueError:
+        return False
+    return True
+
+
 def _media_types(value: Any) -> bool:
     return (
         isinstance(value, list | tuple | set | frozenset)
@@ -275,12 +286,26 @@ SETTINGS: tuple[Setting, ...] = (
         "AUTH_FAILURE_LIMIT",
         20,
         (
-            "Failed authentications (unknown or revoked secret) allowed per source "
+            "Failed authentications (unknown or revoked secret) allowed per client "
             "address, and per credential prefix, in AUTH_FAILURE_WINDOW_SECONDS; "
-            "above it 429 with Retry-After."
+            "further wrong secrets 429 with Retry-After (a right one never is)."
         ),
     ),
     _limit("AUTH_FAILURE_WINDOW_SECONDS", 60, "The window of AUTH_FAILURE_LIMIT, in seconds."),
+    Setting(
+        "TRUSTED_PROXIES",
+        [],
+        (
+            "Addresses or networks (CIDR) of the proxies in front of the nodes (the load"
+            " balancer, the ingress): from a peer among them, the client is the rightmost"
+            " X-Forwarded-For entry that is not one of them. Empty: the peer is the client,"
+            ' X-Forwarded-For is ignored (docs/SECURITY.md, "The client\'s address").'
+        ),
+        must="a list of addresses or networks (CIDR)",
+        valid=_networks,
+        error="qprint.E020",
+        hint="The proxies in front of the nodes, e.g. ['10.0.0.0/8']; see docs/SECURITY.md.",
+    ),
     _seconds(
         "OVERVIEW_REFRESH_SECONDS",
         15,
@@ -344,6 +369,14 @@ SETTINGS: tuple[Setting, ...] = (
             "GET api/v1/jobs/<id>?wait=: the job is re-read this often besides the "
             "change notices (what a lost notice can cost, e.g. without Redis across"
             " nodes)."
+        ),
+    ),
+    _count(
+        "MAX_WAITS_PER_KEY",
+        50,
+        (
+            "GET api/v1/jobs/<id>?wait=: waits one application key may hold at once on one"
+            " node (429 too_many_waits above; docs/SECURITY.md)."
         ),
     ),
     Setting(

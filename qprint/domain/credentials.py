@@ -6,8 +6,13 @@ defends low-entropy human passwords against guessing; against a 256-bit random s
 SHA-256 is already beyond brute force, and it lets every request find its credential with one
 indexed lookup instead of a KDF run per request. The stored hash is compared again with
 ``hmac.compare_digest`` so the final check does not leak timing.
+
+The one way in: :func:`authenticate_device` (the HTTP API, the socket upgrade, any new transport)
+and :func:`authenticate_application` take the presented secret (read by :func:`bearer_secret`)
+and the real client address, and answer the principal or the refusal (401, 403, 429).
 """
 
+import functools
 import hashlib
 import hmac
 import logging
@@ -44,21 +49,10 @@ def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-class _Lookup:
-    """A credential's prepared SELECT by hash, alone or with the throttle's ``EXISTS``."""
-
-    def __init__(self, build: Callable[[], Any]):
-        self.plain = PreparedQuery(lambda: build()[:1])
-        self.throttled = PreparedQuery(lambda: build().annotate(throttled=throttle.throttled())[:1])
-
-    def first(self, digest: str, throttle_values: dict | None) -> Any:
-        if throttle_values is None:
-            return self.plain.first(digest=digest)
-        return self.throttled.first(digest=digest, **throttle_values)
-
-
-_DEVICE_BY_TOKEN = _Lookup(lambda: Device.objects.filter(token_hash=Param("digest", CharField())))
-_KEY_BY_SECRET = _Lookup(
+_DEVICE_BY_TOKEN = PreparedQuery(
+    lambda: Device.objects.filter(token_hash=Param("digest", CharField()))[:1]
+)
+_KEY_BY_SECRET = PreparedQuery(
     lambda: ApplicationKey.objects.filter(
         key_hash=Param("digest", CharField()), revoked=False
     ).annotate(
@@ -66,22 +60,26 @@ _KEY_BY_SECRET = _Lookup(
             Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
             output_field=BooleanField(),
         )
-    )
+    )[:1]
 )
 
 
-def device_for_token(
-    token: str, *, throttle_values: dict | None = None, kind: str = DeviceKind.AGENT
-) -> Device | None:
-    """The device of ``kind`` this token belongs to, enabled or not (the caller answers 403 if
-    disabled). A token of a device of another kind is answered as an unknown one: a CloudPRNT
-    printer's token opens no socket and an agent's token polls no CloudPRNT endpoint.
-    ``throttle_values``: the throttle's placeholders (:func:`authenticate`); then the throttle's
-    ``EXISTS`` is answered in the same SELECT, as the annotation ``throttled``."""
+def bearer_secret(header: str | None) -> str:
+    """The secret of an ``Authorization: Bearer <secret>`` header value ("" when the header is
+    absent or another scheme): the one parser of the HTTP APIs and the socket upgrade."""
+    scheme, _, secret = (header or "").strip().partition(" ")
+    return secret.strip() if scheme.lower() == "bearer" else ""
+
+
+def device_for_token(token: str, *, kind: str = DeviceKind.AGENT) -> Device | None:
+    """The device of ``kind`` this token belongs to, enabled or not (:func:`authenticate_device`
+    says 403 when disabled). A token of a device of another kind is answered as an unknown one: a
+    CloudPRNT printer's token opens no socket and an agent's token polls no CloudPRNT endpoint.
+    No throttle: use :func:`authenticate_device` for a presented secret."""
     if not token:
         return None
     digest = hash_secret(token)
-    device = _DEVICE_BY_TOKEN.first(digest, throttle_values)
+    device = _DEVICE_BY_TOKEN.first(digest=digest)
     if device is None or not hmac.compare_digest(device.token_hash, digest):
         return None
     if device.kind != kind:
@@ -122,37 +120,61 @@ def device_with_token_hash(device_id: int, token_hash: str) -> Device | None:
     return _DEVICE_BY_ID_AND_TOKEN.first(device=device_id, digest=token_hash)
 
 
-def authenticate(source: str, secret: str, lookup: Callable[..., Any], kind: str) -> Any:
-    """The principal ``lookup(secret)`` finds, through the throttle of failed authentications
-    (:mod:`qprint.domain.throttle`): :class:`~qprint.core.errors.RateLimited` once ``source`` or the
-    secret's prefix failed too often (even for a right secret), ``None`` for an unknown secret
-    (counted). The throttle's check rides on the lookup's own SELECT."""
-    principal = lookup(secret, throttle_values=throttle.throttle_values(source, secret))
-    if principal is not None and not principal.throttled:
+def authenticate(source: str, secret: str, lookup: Callable[[str], Any], kind: str) -> Any:
+    """The principal ``lookup(secret)`` finds, or ``None`` for an unknown secret, counted by the
+    throttle of failed authentications (:mod:`qprint.domain.throttle`) against ``source``, the
+    real client address. A secret that is right is never refused here, whatever others did from
+    its address or with its prefix; a wrong one is refused with
+    :class:`~qprint.core.errors.RateLimited` once its address or its prefix failed too often."""
+    principal = lookup(secret)
+    if principal is not None:
         return principal
     refusal = throttle.refusal(source, secret)
     if refusal is not None:
         raise refusal
-    if principal is not None:  # the window ended between the two statements
-        return principal
     throttle.record_failure(source, secret, kind)
     return None
 
 
-def key_for_secret(secret: str, *, throttle_values: dict | None = None) -> ApplicationKey | None:
+def authenticate_device(secret: str, *, source: str, kind: str = DeviceKind.AGENT) -> Device:
+    """The one way in for a device (HTTP API, socket upgrade): the enabled device holding
+    ``secret``, compared in constant time. Raises :class:`~qprint.core.errors.Unauthorized`
+    (401) for an unknown or revoked token, :class:`~qprint.core.errors.RateLimited` (429) for one
+    from an address or with a prefix that failed too often, :class:`~qprint.core.errors.Disabled`
+    (403) for a device that is disabled. ``source``: the real client address
+    (:func:`throttle.client_address`); ``kind``: the transport's kind of device (a token of
+    another kind is an unknown token: an agent's opens no CloudPRNT poll and vice versa)."""
+    lookup = functools.partial(device_for_token, kind=kind)
+    device = authenticate(source, secret, lookup, "device" if kind == DeviceKind.AGENT else kind)
+    if device is None:
+        raise Unauthorized()
+    if not device.enabled:
+        raise Disabled()
+    return device
+
+
+def authenticate_application(secret: str, *, source: str) -> ApplicationKey:
+    """The live application key ``secret`` is, as :func:`authenticate_device` for a device
+    (401 unknown or revoked, 429 throttled)."""
+    key = authenticate(source, secret, key_for_secret, "application")
+    if key is None:
+        raise Unauthorized(message="Unknown or revoked application key.")
+    return key
+
+
+def key_for_secret(secret: str) -> ApplicationKey | None:
     """The live (not revoked) application key for ``secret``; records when it was last used.
 
     ``last_used_at`` is written at most once a minute per key (judged in the same SELECT, on the
-    database clock), so a busy key does not turn every request into a write. ``throttle_values``:
-    the throttle's placeholders (:func:`authenticate`), answered in the same SELECT.
+    database clock), so a busy key does not turn every request into a write.
     """
     if not secret:
         return None
     digest = hash_secret(secret)
-    key = _KEY_BY_SECRET.first(digest, throttle_values)
+    key = _KEY_BY_SECRET.first(digest=digest)
     if key is None or not hmac.compare_digest(key.key_hash, digest):
         return None
-    if key.use_is_stale and not getattr(key, "throttled", False):
+    if key.use_is_stale:
         ApplicationKey.objects.filter(pk=key.pk).update(last_used_at=Now())
     return key
 

@@ -16,6 +16,7 @@ from django.db.models import F, QuerySet
 from qprint.core import inputs
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid, NotFound
+from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, DevicePrinter
 from qprint.models.summaries import DeviceSummary
@@ -131,16 +132,27 @@ def parse_printers(printers: Any) -> dict[str, dict[str, Any]]:
     return rows
 
 
-def replace_printers(device: Device | int, printers: Any) -> list[DevicePrinter]:
+def replace_printers(
+    device: Device | int, printers: Any, *, token_hash: str | None = None
+) -> list[DevicePrinter]:
     """Replace the device's printer list with ``printers`` (a list of objects with ``name``,
-    ``is_default``, ``status``, ``capabilities``)."""
+    ``is_default``, ``status``, ``capabilities``). ``token_hash``: a socket's device, which must
+    still hold that token and be enabled (checked under the device's lock, as for a claim)."""
     device_id = _device_id(device)
     rows = [
         DevicePrinter(device_id=device_id, **fields) for fields in parse_printers(printers).values()
     ]
     with transaction.atomic():
-        if not Device.objects.select_for_update(no_key=True).filter(pk=device_id).exists():
+        locked = (
+            Device.objects.select_for_update(no_key=True)
+            .filter(pk=device_id)
+            .values_list("token_hash", "enabled")
+            .first()
+        )
+        if locked is None:
             raise NotFound("unknown_device", "No such device.")
+        if token_hash is not None:
+            credentials.require_token(*locked, token_hash)
         DevicePrinter.objects.filter(device_id=device_id).delete()
         created = DevicePrinter.objects.bulk_create(rows)
     return created

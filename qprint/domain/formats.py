@@ -1,11 +1,11 @@
 """What a submission may carry: the accepted content types and the options its printer can do.
 
 - Content types: ``QPRINT["ACCEPTED_CONTENT_TYPES"]`` (docs/API.md, "Content types"); parameters
-  such as ``; charset=utf-8`` are ignored when checking. The default list adds, to documents CUPS
-  and IPP Everywhere printers take, the raw formats of label and receipt printers: ZPL under the
-  names IPP and CUPS use (``application/vnd.zebra-zpl``) and those applications send
-  (``application/zpl``, ``application/x-zpl``), EPL, ESC/POS, ``application/vnd.cups-raw`` and
-  ``application/octet-stream``.
+  such as ``; charset=utf-8`` are dropped: only the base type is stored and handed to the device.
+  The default list adds, to documents CUPS and IPP Everywhere printers take, the raw formats of
+  label and receipt printers: ZPL under the names IPP and CUPS use (``application/vnd.zebra-zpl``)
+  and those applications send (``application/zpl``, ``application/x-zpl``), EPL, ESC/POS,
+  ``application/vnd.cups-raw`` and ``application/octet-stream``.
 - Options: checked against the capabilities the device's agent reported for the job's printer
   (its default printer when the job names none), when it reported any. The rules are the agent's
   own (``qprint.agent.options``, pure and free of Django), so the server refuses exactly what the
@@ -27,7 +27,8 @@ def accepted_content_types() -> frozenset[str]:
 
 
 def check_content_type(content_type: Any) -> str:
-    """The submitted content type, trimmed; 415 unless its base type is accepted."""
+    """The submitted content type's base type (lower case, its parameters dropped: they would
+    reach the printer's spooler as options, e.g. ``; copies=500``); 415 unless it is accepted."""
     if not isinstance(content_type, str) or not content_type.strip():
         raise Invalid(message="'content_type' is required.")
     base = content_type.split(";", 1)[0].strip().lower()
@@ -37,7 +38,7 @@ def check_content_type(content_type: Any) -> str:
             message=f"Content type {base!r} is not supported; use one of "
             f"{', '.join(sorted(accepted))}."
         )
-    return content_type.strip()[:100]
+    return base
 
 
 def reported_printer(device_ref: Any, printer: Any | None) -> tuple[Subquery, Subquery]:

@@ -1,41 +1,81 @@
-"""The throttle of failed authentications: per source address and per credential prefix, shared
-by every node through the database (``qprint_auth_failure``), so Redis is not needed for it.
+"""The throttle of failed authentications: per real client address and per credential prefix,
+shared by every node through the database (``qprint_auth_failure``), so Redis is not needed for it.
 
-Invariant: once a scope (an address, or the first characters of a presented secret) has failed
-``AUTH_FAILURE_LIMIT`` times within ``AUTH_FAILURE_WINDOW_SECONDS`` (database clock), every
-authentication in that scope is refused with :class:`qprint.core.errors.RateLimited` (HTTP 429 with
-``Retry-After``) until the window ends, even one presenting a valid secret: a guesser never learns
-that a guess was right. Only failures are counted; a working credential costs nothing here.
+Invariant: a right secret is never refused here, whatever others did from its address or with
+its prefix (no stranger can lock a device or a key out). Once a scope (a client address, or the
+first characters of a presented secret) has failed ``AUTH_FAILURE_LIMIT`` times within
+``AUTH_FAILURE_WINDOW_SECONDS`` (database clock), every further wrong secret in that scope is
+refused with :class:`qprint.core.errors.RateLimited` (HTTP 429 with ``Retry-After``) instead of
+being counted, until the window ends. Only failures are counted; a working credential costs nothing
+here (not even a statement).
+
+The address is the real client's (:func:`client_address`): the peer the server saw, or, when that
+peer is a configured trusted proxy (``TRUSTED_PROXIES``), the rightmost ``X-Forwarded-For`` entry
+that is not one; never the leftmost, which the client writes itself.
 
 How it holds: :func:`record_failure` counts in one ``INSERT ... ON CONFLICT DO UPDATE`` per scope
-(atomic on any node; a window that ended starts again at 1). The check rides on the credential's
-own lookup (:func:`throttled`, an ``EXISTS`` in the same SELECT), so a working credential costs no
-extra statement; :func:`refusal` reads the counters of both scopes when that says so, or when the
-secret is unknown. The scopes hold no secret: the prefix is stored and logged as a hash.
-Nothing else writes ``qprint_auth_failure``.
+(atomic on any node; a window that ended starts again at 1); :func:`refusal` reads the counters of
+both scopes once a secret was found unknown. The scopes hold no secret: the prefix is stored and
+logged as a hash. Nothing else writes ``qprint_auth_failure``.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import ipaddress
 import logging
 import math
 from datetime import timedelta
 
 from django.db import connection as db
-from django.db.models import CharField, DurationField, Exists, F, IntegerField
+from django.db.models import F
 from django.db.models.functions import Now
 
 from qprint.core import sql
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import RateLimited
-from qprint.core.prepared import Param
 from qprint.models import AuthFailureCount
 
 logger = logging.getLogger("qprint.auth")
 
+IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
 #: Characters of a presented secret that name its prefix scope (hashed before it is stored).
 PREFIX_CHARACTERS = 8
+
+
+def _networks(entries: tuple[str, ...]) -> tuple[IPNetwork, ...]:
+    return tuple(ipaddress.ip_network(entry.strip(), strict=False) for entry in entries)
+
+
+_trusted_networks = functools.lru_cache(maxsize=8)(_networks)
+
+
+def _trusted(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False  # not an address: text a client wrote, never a proxy of ours
+    proxies = _trusted_networks(tuple(qprint_settings.TRUSTED_PROXIES))
+    return any(ip in network for network in proxies)
+
+
+def client_address(peer: str | None, forwarded_for: str | None) -> str:
+    """The real client address of a request or a socket upgrade.
+
+    ``peer`` is the address the server saw (``REMOTE_ADDR``, the ASGI scope's ``client``);
+    ``forwarded_for`` the ``X-Forwarded-For`` header (its values joined with commas). Walking
+    from the right, from the peer over the addresses each proxy appended, the first address that
+    is not a trusted proxy (``TRUSTED_PROXIES``) is the client; a peer that is not a trusted proxy
+    is the client itself, whatever the header says.
+    """
+    chain = [entry.strip() for entry in (forwarded_for or "").split(",") if entry.strip()]
+    chain.append((peer or "").strip() or "unknown")
+    for address in reversed(chain):
+        if not _trusted(address):
+            return address
+    return chain[0]  # every hop is a trusted proxy: the first one is the client
 
 
 def scopes(source: str, secret: str) -> tuple[str, str]:
@@ -49,44 +89,14 @@ def prefix_hash(secret: str) -> str:
     return scopes("", secret)[1].removeprefix("prefix:")
 
 
-def _over_limit(address_scope, prefix_scope, limit, window):
-    """Counters of the two scopes that reached ``limit`` within ``window`` (values or
-    :class:`~qprint.core.prepared.Param` placeholders)."""
+def _over_limit_now(source: str, secret: str):
+    """Counters of the attempt's two scopes that reached the limit within the window."""
+    window = timedelta(seconds=qprint_settings.AUTH_FAILURE_WINDOW_SECONDS)
     return AuthFailureCount.objects.filter(
-        scope__in=(address_scope, prefix_scope),
-        failures__gte=limit,
+        scope__in=scopes(source, secret),
+        failures__gte=qprint_settings.AUTH_FAILURE_LIMIT,
         window_started_at__gt=Now() - window,
     )
-
-
-def _over_limit_now(source: str, secret: str):
-    window = timedelta(seconds=qprint_settings.AUTH_FAILURE_WINDOW_SECONDS)
-    return _over_limit(*scopes(source, secret), qprint_settings.AUTH_FAILURE_LIMIT, window)
-
-
-def throttled() -> Exists:
-    """An ``EXISTS`` to annotate the credential's own (prepared) lookup with, so a request whose
-    secret is right pays no statement of its own for the throttle (then call :func:`refusal`).
-    Its values are :func:`throttle_values`."""
-    return Exists(
-        _over_limit(
-            Param("address_scope", CharField()),
-            Param("prefix_scope", CharField()),
-            Param("failure_limit", IntegerField()),
-            Param("failure_window", DurationField()),
-        )
-    )
-
-
-def throttle_values(source: str, secret: str) -> dict:
-    """The values of :func:`throttled`'s placeholders for an attempt."""
-    address_scope, prefix_scope = scopes(source, secret)
-    return {
-        "address_scope": address_scope,
-        "prefix_scope": prefix_scope,
-        "failure_limit": qprint_settings.AUTH_FAILURE_LIMIT,
-        "failure_window": timedelta(seconds=qprint_settings.AUTH_FAILURE_WINDOW_SECONDS),
-    }
 
 
 def refusal(source: str, secret: str) -> RateLimited | None:

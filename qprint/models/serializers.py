@@ -58,7 +58,15 @@ def job_with_events(job, events) -> dict[str, Any]:
 
 
 def document_url(request: HttpRequest, job_id) -> str:
+    """The document's absolute URL, as the HTTP claim answers it (built from the request)."""
     return request.build_absolute_uri(reverse("qprint:device-job-document", args=[job_id]))
+
+
+def document_path(job_id) -> str:
+    """The document's URL relative to qprint's mount (``api/v1/device/jobs/<id>/document``), as
+    the socket's assignment carries it: the agent resolves it against its own base URL."""
+    url = reverse("qprint:device-job-document", args=[job_id])
+    return url[url.rindex("api/v1/device/jobs/") :]
 
 
 def assignment_body(assignment) -> dict[str, Any]:

@@ -26,11 +26,10 @@ from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 from django.db import DatabaseError, DataError
-from django.urls import reverse
 
 from qprint.core import cluster, database, inputs, wire
 from qprint.core.conf import qprint_settings
-from qprint.core.errors import Invalid, QPrintError
+from qprint.core.errors import Disabled, Invalid, QPrintError, Unauthorized
 from qprint.domain import (
     commands,
     connection,
@@ -40,6 +39,7 @@ from qprint.domain import (
     throttle,
 )
 from qprint.metrics import instruments
+from qprint.models.serializers import document_path
 from qprint.realtime import bus, drain, socket_db
 from qprint.realtime.session import (
     Close,
@@ -63,14 +63,15 @@ class UpgradeFailed(Exception):
     """Raised before accept: the server (Daphne) then fails the handshake with 500, never 403."""
 
 
-def _bearer(scope: dict[str, Any]) -> str:
-    for name, value in scope.get("headers", ()):
-        if name.lower() == b"authorization":
-            text = value.decode("latin-1").strip()
-            scheme, _, token = text.partition(" ")
-            if scheme.lower() == "bearer":
-                return token.strip()
-    return ""
+def _header(scope: dict[str, Any], wanted: bytes) -> str | None:
+    """A header of the upgrade request, its values joined with commas (None when absent)."""
+    values = [v.decode("latin-1") for n, v in scope.get("headers", ()) if n.lower() == wanted]
+    return ", ".join(values) if values else None
+
+
+def _client_address(scope: dict[str, Any]) -> str:
+    peer = (scope.get("client") or (None,))[0]
+    return throttle.client_address(peer, _header(scope, b"x-forwarded-for"))
 
 
 class DeviceConsumer(AsyncConsumer):
@@ -123,26 +124,19 @@ class DeviceConsumer(AsyncConsumer):
             await self._refuse(
                 401, "subprotocol_required", f"Subprotocol {wire.SUBPROTOCOL} required."
             )
-        token = _bearer(self.scope)
+        token = credentials.bearer_secret(_header(self.scope, b"authorization"))
         if not token:
             await self._refuse(401, "unauthorized", "A device token is required.")
         if await drain.current().is_draining():
             await self._refuse(503, "draining", "This node is draining; connect to another.")
-        source = (self.scope.get("client") or ("unknown",))[0] or "unknown"
+        source = _client_address(self.scope)
         try:
-            refusal = await socket_db.run(throttle.refusal, source, token)
-            device = None if refusal else await socket_db.run(credentials.device_for_token, token)
-            if refusal is None and device is None:
-                await socket_db.run(throttle.record_failure, source, token, "device_socket")
+            device = await socket_db.run(credentials.authenticate_device, token, source=source)
+        except QPrintError as exc:  # 401 unknown, 429 a throttled wrong token, 403 disabled
+            await self._refuse(exc.status, exc.code, exc.message)
         except Exception as exc:
             await socket_db.run(database.log_cause, exc)  # what the pool's timeout hides
             await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
-        if refusal is not None:
-            await self._refuse(429, refusal.code, refusal.message)
-        if device is None:
-            await self._refuse(401, "unauthorized", "Unknown device token.")
-        if not device.enabled:
-            await self._refuse(403, "disabled", "The device is disabled.")
         self.device_id = device.pk
         self.tenant = device.tenant
         self.label = f"{device.tenant}/{device.name}"
@@ -209,9 +203,11 @@ class DeviceConsumer(AsyncConsumer):
             )
             await self.send({"type": "websocket.http.response.body", "body": body})
             raise StopConsumer
-        if status >= 500 or status == 429:  # "retry later" must not read as 403
+        if status >= 500:  # "retry later" must not read as 403
             raise UpgradeFailed(f"{code}: {text}")
-        await self.send({"type": "websocket.close"})  # Daphne answers 403
+        # Daphne answers 403. A 429 is a wrong token (a right one is never throttled), refused
+        # like any other wrong token: never a 500, which would tell the agent to retry.
+        await self.send({"type": "websocket.close"})
         raise StopConsumer
 
     # -- frames from the device ------------------------------------------------------------------
@@ -264,7 +260,14 @@ class DeviceConsumer(AsyncConsumer):
 
     async def on_printers(self, event: PrintersReported) -> None:
         try:
-            await socket_db.run(devices.replace_printers, self.device_id, event.printers)
+            await socket_db.run(
+                devices.replace_printers,
+                self.device_id,
+                event.printers,
+                token_hash=self.session.token_hash,  # as the HTTP API would answer it now
+            )
+        except (Unauthorized, Disabled):
+            await self._close(self.session.revoked())
         except Invalid as exc:
             raise ProtocolError(exc.message) from exc
         except DataError as exc:  # the database refused a value the device sent
@@ -307,9 +310,12 @@ class DeviceConsumer(AsyncConsumer):
 
     def _claim(self, request: OperationRequest) -> device_operations.Answer:
         """On a socket thread: the claim for the device as the HTTP API authenticates it (the
-        token is checked in the claim's own lock)."""
+        token is checked in the claim's own lock). The document's URL is relative to qprint's
+        mount: the agent resolves it against the base URL it was configured with (the scope says
+        nothing trustworthy of the public scheme and host), so its token goes only where it
+        connected."""
         return device_operations.claim(
-            self.device_id, self._document_url, token_hash=self.session.token_hash
+            self.device_id, document_path, token_hash=self.session.token_hash
         )
 
     def _event(self, request: OperationRequest) -> device_operations.Answer:
@@ -335,7 +341,7 @@ class DeviceConsumer(AsyncConsumer):
         try:
             return device_operations.pushed_claim(
                 self.device_id,
-                self._document_url,
+                document_path,
                 token_hash=self.session.token_hash,
                 inline_max=self.session.push_inline_max or 0,
             )
@@ -355,16 +361,6 @@ class DeviceConsumer(AsyncConsumer):
         body, document = pushed
         await self._send_frame(self.session.pushed(body, document))
         return True
-
-    def _document_url(self, job_id) -> str:
-        """The document's absolute URL on the host this socket was opened on."""
-        headers = dict(self.scope.get("headers", ()))
-        host = headers.get(b"host", b"").decode("latin-1")
-        if not host:
-            server = self.scope.get("server") or ("localhost", None)
-            host = f"{server[0]}:{server[1]}" if server[1] else server[0]
-        scheme = "https" if self.scope.get("scheme") == "wss" else "http"
-        return f"{scheme}://{host}{reverse('qprint:device-job-document', args=[job_id])}"
 
     # -- messages from the bus, the drain and the timer ------------------------------------------
 

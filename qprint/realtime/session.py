@@ -406,7 +406,7 @@ class DeviceSession:
     def plan(self, state: StateRow, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
         if not state.enabled or not _same(state.token_hash, self.token_hash):
-            return Plan(close=Close(wire.CLOSE_DISABLED, "disabled_or_revoked"))
+            return Plan(close=self.revoked())
         plan = Plan()
         control = (state.control_revision, state.paused)
         if control != self.sent_control and state.control_revision >= self.sent_control[0]:
@@ -470,6 +470,12 @@ class DeviceSession:
     def row_taken() -> Close:
         """A guarded statement matched no row: another connection holds the device."""
         return Close(wire.CLOSE_REPLACED, "replaced", clear_row=False)
+
+    @staticmethod
+    def revoked() -> Close:
+        """The device was disabled or its token rotated (the row says so, or a statement
+        refused the socket's token): close 4001, the device stops and asks a person."""
+        return Close(wire.CLOSE_DISABLED, "disabled_or_revoked")
 
     @staticmethod
     def draining() -> Close:

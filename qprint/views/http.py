@@ -21,8 +21,8 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
 from qprint.core import database, executor, inputs
-from qprint.core.errors import Disabled, QPrintError, RateLimited
-from qprint.domain import credentials
+from qprint.core.errors import QPrintError, RateLimited
+from qprint.domain import credentials, throttle
 
 logger = logging.getLogger("qprint.http")
 
@@ -60,10 +60,8 @@ def invalid(field: str, problem: str) -> RequestError:
 
 def bearer_token(request: HttpRequest) -> str:
     """The secret of ``Authorization: Bearer <secret>``; 401 when absent or malformed."""
-    header = request.headers.get("Authorization", "")
-    scheme, _, secret = header.partition(" ")
-    secret = secret.strip()
-    if scheme.lower() != "bearer" or not secret:
+    secret = credentials.bearer_secret(request.headers.get("Authorization"))
+    if not secret:
         raise unauthorized("An Authorization: Bearer header is required.")
     return secret
 
@@ -76,15 +74,11 @@ def _as_response(exc: QPrintError) -> JsonResponse:
 
 
 def client_address(request: HttpRequest) -> str:
-    """The peer's address as the server saw it (behind a load balancer, run Daphne with
-    ``--proxy-headers`` so this is the client's; docs/SECURITY.md)."""
-    return request.META.get("REMOTE_ADDR") or "unknown"
-
-
-def _authenticated(request: HttpRequest, kind: str, lookup: Callable[..., Any]) -> Any:
-    """The principal of the bearer secret, through the throttle of failed authentications:
-    429 once an address or a prefix failed too often (:func:`credentials.authenticate`)."""
-    return credentials.authenticate(client_address(request), bearer_token(request), lookup, kind)
+    """The real client's address: the peer, or behind a trusted proxy the rightmost
+    ``X-Forwarded-For`` entry that is not one (:func:`throttle.client_address`)."""
+    return throttle.client_address(
+        request.META.get("REMOTE_ADDR"), request.META.get("HTTP_X_FORWARDED_FOR")
+    )
 
 
 def _serve(
@@ -168,20 +162,14 @@ def _endpoint(
 
 def authenticate_device(request: HttpRequest):
     """The enabled device whose token is presented (401 unknown token, 403 ``disabled``)."""
-    device = _authenticated(request, "device", credentials.device_for_token)
-    if device is None:
-        raise unauthorized("Unknown or revoked device token.")
-    if not device.enabled:
-        raise Disabled()
-    return device
+    return credentials.authenticate_device(bearer_token(request), source=client_address(request))
 
 
 def authenticate_application(request: HttpRequest):
     """The live application key presented (401 when unknown or revoked)."""
-    key = _authenticated(request, "application", credentials.key_for_secret)
-    if key is None or key.revoked:
-        raise unauthorized("Unknown or revoked application key.")
-    return key
+    return credentials.authenticate_application(
+        bearer_token(request), source=client_address(request)
+    )
 
 
 def device_endpoint(*methods: str, run_async: bool = False):

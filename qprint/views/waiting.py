@@ -1,7 +1,8 @@
 """``GET api/v1/jobs/<id>?wait=SECONDS&status=S``: answer when the job's status differs from ``S``
 (default: its status when the request arrived) or after ``SECONDS`` (at most 30), whichever is
 first. The answer is the job with its events, as without ``wait``. A job already in a final state
-never moves again: it is answered at once.
+never moves again: it is answered at once. One key holds at most ``QPRINT["MAX_WAITS_PER_KEY"]``
+waits at once on a node; more are answered ``429 too_many_waits``.
 
 An async view, so a waiting request holds neither a thread nor a database connection: each
 database read runs on a shared executor thread and gives its connection back at once. The wait
@@ -43,10 +44,35 @@ MAX_WAIT_SECONDS = 30
 
 @dataclass(frozen=True)
 class Waiting:
+    key_id: int
     tenant: str
     job_id: Any
     status: str
     seconds: float
+
+
+#: Waits in flight in this process, per application key (see :func:`_holding_a_wait`).
+_waits_in_flight: dict[int, int] = {}
+
+
+@contextlib.contextmanager
+def _holding_a_wait(key_id: int):
+    """One of the key's ``MAX_WAITS_PER_KEY`` waits on this node, or ``None`` when all are taken:
+    a key cannot hold a node's event loop and notice subscriptions with unbounded waits.
+    (Counted and released on the event loop, with no await in between.)"""
+    held = _waits_in_flight.get(key_id, 0)
+    if held >= int(qprint_settings.MAX_WAITS_PER_KEY):
+        yield None
+        return
+    _waits_in_flight[key_id] = held + 1
+    try:
+        yield key_id
+    finally:
+        left = _waits_in_flight.get(key_id, 1) - 1
+        if left:
+            _waits_in_flight[key_id] = left
+        else:
+            _waits_in_flight.pop(key_id, None)
 
 
 def _wait_seconds(request: HttpRequest) -> float:
@@ -70,7 +96,7 @@ def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpRespon
     if is_final(job.status):  # nothing left to wait for
         return json_response(job_with_events(job, jobs.events_of(job)))
     jobs.watch(job.pk, seconds)  # its moves now send their notice; then it is read again
-    return Waiting(key.tenant, job.pk, status or job.status, seconds)
+    return Waiting(key.pk, key.tenant, job.pk, status or job.status, seconds)
 
 
 def _answer_if_moved(waiting: Waiting) -> HttpResponse | None:
@@ -126,6 +152,19 @@ async def job_detail(request: HttpRequest, job_id: str) -> HttpResponse:
     begun = await _giving_back_connection(_begin)(request, job_id=job_id)
     if isinstance(begun, HttpResponse):
         return begun
+    with _holding_a_wait(begun.key_id) as held:
+        if held is None:
+            limit = qprint_settings.MAX_WAITS_PER_KEY
+            return error_response(
+                "too_many_waits",
+                429,
+                f"This key already has {limit} waits in flight on this node; retry shortly.",
+                {"Retry-After": "1"},
+            )
+        return await _wait(request, job_id, begun)
+
+
+async def _wait(request: HttpRequest, job_id: str, begun: Waiting) -> HttpResponse:
     _release_request_thread()
     deadline = time.monotonic() + begun.seconds
     recheck = float(qprint_settings.JOB_WAIT_RECHECK_SECONDS)

@@ -82,14 +82,20 @@ def disconnect(device: Device) -> Device:
     return device
 
 
-def submitted_and_claimed(client, key: KeyWithSecret, device: DeviceWithToken, content: bytes):
+def submitted_and_claimed(
+    client,
+    key: KeyWithSecret,
+    device: DeviceWithToken,
+    content: bytes,
+    content_type: str = "application/pdf",
+):
     """A job submitted over the application API with ``key`` for ``device`` (connected), then
     claimed by the device over its HTTP API: ``(job object, assignment)``."""
     job = client.post(
         reverse("qprint:jobs"),
         {
             "device": device.device.name,
-            "content_type": "application/pdf",
+            "content_type": content_type,
             "content_base64": base64.b64encode(content).decode(),
         },
         content_type="application/json",

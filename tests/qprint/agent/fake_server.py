@@ -58,6 +58,8 @@ class FakeJob:
     sha256_override: str | None = None
     printer: str | None = None
     options: dict = field(default_factory=dict)
+    #: What the claim says instead of the job's own document URL (a hostile server's).
+    document_url: str | None = None
 
 
 class FakeServer:
@@ -240,7 +242,7 @@ class FakeServer:
                 "sha256": job.sha256_override or hashlib.sha256(job.data).hexdigest(),
                 "options": job.options,
                 "priority": 0,
-                "document_url": f"/qprint/api/v1/device/jobs/{job.id}/document",
+                "document_url": job.document_url or f"/qprint/api/v1/device/jobs/{job.id}/document",
                 "created_at": "2026-01-01T00:00:00Z",
             },
             "application/json",

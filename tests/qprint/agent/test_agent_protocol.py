@@ -6,6 +6,7 @@ import hashlib
 import os
 import signal
 import sys
+import uuid
 
 from qprint.agent.config import journal_path
 from qprint.agent.journal import Journal
@@ -13,6 +14,9 @@ from qprint.agent.spoolers import NullSpooler
 from tests.waiting import eventually
 
 PDF = b"%PDF-1.4\n% a document\n"
+# Command ids, as the server makes them (UUIDs).
+C1, C2, C3 = (str(uuid.uuid4()) for _ in range(3))
+CLAIM = str(uuid.uuid4())
 
 
 async def test_agent_prints_a_job_and_reports_received_spooled_printed(
@@ -80,9 +84,9 @@ async def test_replayed_assignment_of_a_final_job_is_never_spooled_again(
 ):
     device = server.add_device()
     job = server.add_job(device, PDF)
-    job.status, job.claim_id = "CLAIMED", "claim-1"
+    job.status, job.claim_id = "CLAIMED", CLAIM
     journal = Journal(journal_path(tmp_path / "state", "dev"))
-    journal.remember_claim(job.id, "claim-1")
+    journal.remember_claim(job.id, CLAIM)
     journal.advance(job.id, "PRINTED")  # printed; the report was lost with the old journal row
     journal.close()
 
@@ -97,9 +101,9 @@ async def test_interrupted_submission_is_reported_outcome_unknown_not_reprinted(
 ):
     device = server.add_device()
     job = server.add_job(device, PDF)
-    job.status, job.claim_id = "RECEIVED", "claim-1"
+    job.status, job.claim_id = "RECEIVED", CLAIM
     journal = Journal(journal_path(tmp_path / "state", "dev"))
-    journal.remember_claim(job.id, "claim-1")
+    journal.remember_claim(job.id, CLAIM)
     journal.advance(job.id, "RECEIVED")
     journal.advance(job.id, "SUBMITTING")  # then the agent died
     journal.close()
@@ -125,9 +129,9 @@ async def test_events_are_retried_with_the_same_ids_until_acknowledged(
 async def test_reports_left_by_a_previous_run_are_sent_on_start(server, start_agent, tmp_path):
     device = server.add_device()
     job = server.add_job(device, PDF)
-    job.status, job.claim_id = "CLAIMED", "claim-1"
+    job.status, job.claim_id = "CLAIMED", CLAIM
     journal = Journal(journal_path(tmp_path / "state", "dev"))
-    journal.remember_claim(job.id, "claim-1")
+    journal.remember_claim(job.id, CLAIM)
     journal.advance(job.id, "FAILED", event="FAILED", message="paper jam")
     event_id = journal.pending()[0].key
     journal.close()
@@ -189,7 +193,7 @@ async def test_commands_run_once_and_report_their_results(server, start_agent):
     await eventually(lambda: device.ready)
     frame = {
         "type": "command",
-        "command_id": "c1",
+        "command_id": C1,
         "command_type": "REPORT_PRINTERS",
         "payload": {},
     }
@@ -199,31 +203,31 @@ async def test_commands_run_once_and_report_their_results(server, start_agent):
         device,
         {
             "type": "command",
-            "command_id": "c2",
+            "command_id": C2,
             "command_type": "CANCEL_JOB",
             "payload": {"job_id": "unknown"},
         },
     )
     await server.send(
         device,
-        {"type": "command", "command_id": "c3", "command_type": "PRINT_TEST_PAGE", "payload": {}},
+        {"type": "command", "command_id": C3, "command_type": "PRINT_TEST_PAGE", "payload": {}},
     )
     await eventually(lambda: len(server.command_results) == 3, message="3 results")
-    assert server.command_results["c1"]["status"] == "DONE"
-    assert server.command_results["c1"]["result"]["printers"][0]["name"] == "directory"
-    assert server.command_results["c2"] == {
+    assert server.command_results[C1]["status"] == "DONE"
+    assert server.command_results[C1]["result"]["printers"][0]["name"] == "directory"
+    assert server.command_results[C2] == {
         "status": "DONE",
         "result": {"cancelled": False, "reason": "unknown_job"},
     }
-    assert server.command_results["c3"]["status"] == "DONE"
+    assert server.command_results[C3]["status"] == "DONE"
 
 
 async def test_cancel_job_command_stops_a_job_not_yet_submitted(server, start_agent, tmp_path):
     device = server.add_device()
     job = server.add_job(device, PDF)
-    job.status, job.claim_id = "RECEIVED", "claim-1"
+    job.status, job.claim_id = "RECEIVED", CLAIM
     journal = Journal(journal_path(tmp_path / "state", "dev"))
-    journal.remember_claim(job.id, "claim-1")
+    journal.remember_claim(job.id, CLAIM)
     journal.advance(job.id, "RECEIVED")
     journal.close()
     start_agent(device, spooler=NullSpooler())
@@ -232,14 +236,14 @@ async def test_cancel_job_command_stops_a_job_not_yet_submitted(server, start_ag
         device,
         {
             "type": "command",
-            "command_id": "c1",
+            "command_id": C1,
             "command_type": "CANCEL_JOB",
             "payload": {"job_id": job.id},
         },
     )
     await eventually(lambda: job.status == "CANCELLED", message="cancelled")
-    await eventually(lambda: "c1" in server.command_results)
-    assert server.command_results["c1"]["result"] == {"cancelled": True}
+    await eventually(lambda: C1 in server.command_results)
+    assert server.command_results[C1]["result"] == {"cancelled": True}
 
 
 async def test_sigterm_stops_the_agent_process_cleanly(server, tmp_path):
@@ -286,10 +290,11 @@ def test_hello_active_jobs_are_parsed_and_a_malformed_entry_is_left_out():
         {
             **base,
             "active_jobs": [
-                {"job_id": "j1", "claim_id": "c1", "status": "RECEIVED"},
-                {"job_id": "j2", "claim_id": None, "status": "SPOOLED"},
+                {"job_id": C1, "claim_id": C2, "status": "RECEIVED"},
+                {"job_id": C3, "claim_id": None, "status": "SPOOLED"},
+                {"job_id": "../../etc/x", "claim_id": C2, "status": "SPOOLED"},
                 "junk",
             ],
         }
     )
-    assert hello.active_jobs == (("j1", "c1", "RECEIVED"),)
+    assert hello.active_jobs == ((C1, C2, "RECEIVED"),)

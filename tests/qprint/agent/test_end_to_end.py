@@ -3,6 +3,7 @@ through the application API ends PRINTED, written once by the spooler (directory
 
 import base64
 import hashlib
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -11,6 +12,7 @@ from qprint import api
 from tests import services
 from tests.processes import ManagedProcess, daphne_node, free_port, port_open, python
 from tests.qprint.agent.cups import CupsServer, minimal_pdf, unavailable_reason
+from tests.tls import TlsFront, certificate
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -42,7 +44,7 @@ def tenant(transactional_db):
 def start_agent(subprocess_env, tmp_path):
     agents: list[ManagedProcess] = []
 
-    def start(url: str, token: str, *spooler_args: str) -> ManagedProcess:
+    def start(url: str, token: str, *spooler_args: str, env=None) -> ManagedProcess:
         token_file = tmp_path / f"token-{len(agents)}"
         token_file.write_text(token)
         args = python(
@@ -58,7 +60,8 @@ def start_agent(subprocess_env, tmp_path):
             "2",
             *spooler_args,
         )
-        agent = ManagedProcess(f"agent-{len(agents)}", args, dict(subprocess_env)).start()
+        agent = ManagedProcess(f"agent-{len(agents)}", args, {**subprocess_env, **(env or {})})
+        agent.start()
         agents.append(agent)
         return agent
 
@@ -120,6 +123,42 @@ def test_job_through_the_application_api_is_printed_once_by_the_directory_spoole
     assert (spool / f"{job['id']}.pdf").read_bytes() == document
     ledger = (spool / "spool-ledger.log").read_text().splitlines()
     assert [line.split()[1:3] for line in ledger] == [["written", job["id"]]]
+
+
+def test_an_agent_behind_tls_sends_nothing_in_the_clear_and_prints(
+    node, tenant, start_agent, tmp_path
+):
+    """``wss://`` through a TLS front (a proxy terminating TLS for the node): the claim comes over
+    the socket, its document URL is resolved against the agent's own ``https`` base, so the
+    document and the token travel over TLS only."""
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    cert, key = certificate("localhost", certs)
+    front = TlsFront(urlsplit(node).port, cert, key).start()
+    try:
+        spool = tmp_path / "printed"
+        agent = start_agent(
+            f"wss://localhost:{front.port}/qprint/",
+            tenant["token"],
+            *("--spooler", "directory", "--spool-dir", str(spool)),
+            env={"SSL_CERT_FILE": str(cert)},
+        )
+        document = minimal_pdf("over TLS")
+        job = submit(node, tenant["key"], tenant["device"], document)
+        final = {"PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED", "EXPIRED"}
+        wait_until(
+            lambda: (
+                front.cleartext or job_status(node, tenant["key"], job["id"])["status"] in final
+            ),
+            30,
+            message=f"job {job['id']} final; agent log:\n{agent.log()[-3000:]}",
+        )
+        assert front.cleartext == [], f"sent in the clear: {front.cleartext[0][:400]!r}"
+        assert job_status(node, tenant["key"], job["id"])["status"] == "PRINTED"
+        assert (spool / f"{job['id']}.pdf").read_bytes() == document
+        assert front.tls_connections >= 2  # the socket, and the download with the token
+    finally:
+        front.stop()
 
 
 def test_job_is_printed_by_a_real_cups_queue_to_a_pdf(node, tenant, start_agent):

@@ -7,6 +7,7 @@ import os
 import signal
 import socket
 import sys
+import uuid
 
 import pytest
 
@@ -19,6 +20,8 @@ from tests.qprint.agent.raw import ClosingPrinter, StallingPrinter
 from tests.waiting import eventually
 
 PDF = b"%PDF-1.4\n% a document\n"
+# Claim ids, as the server makes them (UUIDs).
+LOST_CLAIM, CLAIM = str(uuid.uuid4()), str(uuid.uuid4())
 
 
 async def test_a_job_the_journal_does_not_know_is_reported_outcome_unknown_and_not_printed(
@@ -26,11 +29,11 @@ async def test_a_job_the_journal_does_not_know_is_reported_outcome_unknown_and_n
 ):
     device = server.add_device()
     # The server has the job RECEIVED on this device; the agent's journal was lost with it.
-    job = server.add_job(device, PDF, status="RECEIVED", claim_id="claim-of-a-lost-journal")
+    job = server.add_job(device, PDF, status="RECEIVED", claim_id=LOST_CLAIM)
     start_agent(device)
     await eventually(lambda: job.status == "OUTCOME_UNKNOWN", message="reconciled")
     event = server.events_of(job)[-1]
-    assert event["claim_id"] == "claim-of-a-lost-journal"
+    assert event["claim_id"] == LOST_CLAIM
     assert event["detail"] == {"reason": "no_journal_record"}
     assert "no record" in event["message"]
     assert spooler.submitted == []
@@ -40,9 +43,9 @@ async def test_a_job_final_in_the_journal_is_reported_again_not_printed_again(
     server, start_agent, spooler, tmp_path
 ):
     device = server.add_device()
-    job = server.add_job(device, PDF, status="SPOOLED", claim_id="c1")
+    job = server.add_job(device, PDF, status="SPOOLED", claim_id=CLAIM)
     journal = Journal(journal_path(tmp_path / "state", "dev"))
-    journal.remember_claim(job.id, "c1")
+    journal.remember_claim(job.id, CLAIM)
     journal.advance(job.id, "PRINTED")  # its report never reached the server
     journal.close()
     start_agent(device)

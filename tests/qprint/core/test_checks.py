@@ -109,6 +109,20 @@ def test_webhook_settings_are_checked(settings, expected):
 
 
 @pytest.mark.parametrize(
+    ("settings", "expected"),
+    [
+        ({"TRUSTED_PROXIES": ["10.0.0.0/8", "192.0.2.1", "2001:db8::/32"]}, []),
+        ({"TRUSTED_PROXIES": "10.0.0.0/8"}, ["qprint.E020"]),
+        ({"TRUSTED_PROXIES": ["ingress.local"]}, ["qprint.E020"]),
+        ({"TRUSTED_PROXIES": ["10.0.0.0/33"]}, ["qprint.E020"]),
+        ({"MAX_WAITS_PER_KEY": 0}, ["qprint.E003"]),
+    ],
+)
+def test_the_trusted_proxies_and_the_wait_cap_are_checked(settings, expected):
+    assert ids(**settings) == expected
+
+
+@pytest.mark.parametrize(
     "key",
     ["RENDER_WORKERS", "RENDER_MAX_PAGES", "RENDER_MAX_PIXELS", "RENDER_CACHE_BYTES"],
 )

@@ -1,15 +1,12 @@
 """Prepared queries (qprint.core.prepared): compiled once, they answer what the queryset they
 were built from answers, for every set of values, and never keep a value that may change."""
 
-from datetime import timedelta
-
 import pytest
 from django.db.models import CharField, IntegerField, OuterRef, Subquery
-from django.test import override_settings
 
 from qprint import api
 from qprint.core.prepared import Param, PreparedQuery
-from qprint.domain import credentials, throttle
+from qprint.domain import credentials
 from qprint.models import Device, PrintJob
 from tests.qprint.helpers import connect, make_device, submit
 
@@ -66,19 +63,6 @@ def test_a_prepared_query_gives_what_its_queryset_gives_for_each_set_of_values()
 def test_a_missing_value_is_an_error_not_a_null():
     with pytest.raises(TypeError, match="from_pk"):
         DEVICES.all(tenant="acme")
-
-
-def test_the_throttle_follows_its_settings_after_the_lookup_was_compiled():
-    made = make_device()
-    assert credentials.authenticate("10.9.9.9", made.token, credentials.device_for_token, "device")
-    for _ in range(2):
-        credentials.authenticate("10.9.9.9", "wrong-" * 8, credentials.device_for_token, "device")
-    with override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 2}):
-        values = throttle.throttle_values("10.9.9.9", made.token)
-        assert values["failure_limit"] == 2
-        assert credentials.device_for_token(made.token, throttle_values=values).throttled
-        values["failure_window"] = timedelta(0)
-        assert not credentials.device_for_token(made.token, throttle_values=values).throttled
 
 
 def test_a_rotated_token_is_not_found_by_the_compiled_lookup():

@@ -9,6 +9,7 @@ from qprint.agent.printers import SocketPrinter
 from qprint.core.checks import check_qprint_settings
 from qprint.core.errors import Invalid, UnsupportedContentType
 from qprint.models import PrintJob
+from tests.qprint.factories import connect, make_key, submitted_and_claimed
 from tests.qprint.helpers import PDF, make_device
 
 LASER = {
@@ -123,3 +124,18 @@ def test_without_reported_capabilities_only_the_shape_of_options_is_checked(db):
     api.submit_job("acme", "kiosk", PDF, "application/pdf", options={"duplex": True, "tray": 2})
     with pytest.raises(Invalid, match="option 'copies'"):
         api.submit_job("acme", "kiosk", PDF, "application/pdf", options={"copies": 0})
+
+
+def test_content_type_parameters_are_dropped_so_none_reaches_the_printer_as_an_option(client, db):
+    """libcups splits ``document-format=application/pdf; copies=500`` into options: the job
+    keeps the base type only, and that is all its device is given."""
+    key, dev = make_key(), make_device()
+    connect(dev.device)
+    job, assignment = submitted_and_claimed(
+        client, key, dev, PDF, "Application/PDF; copies=500; job-hold-until=indefinite"
+    )
+    assert job["content_type"] == "application/pdf"
+    assert PrintJob.objects.get(pk=job["id"]).content_type == "application/pdf"
+    assert assignment["content_type"] == "application/pdf"
+    document = client.get(assignment["document_url"], **dev.auth)
+    assert document["Content-Type"] == "application/pdf"

@@ -115,7 +115,8 @@ def test_submission_is_two_statements_and_its_idempotent_replay_too():
     assert not created and again.pk == first.pk and len(sent) == 2, sent
 
 
-def test_authenticating_a_device_or_a_key_is_one_statement_throttle_included():
+def test_authenticating_a_device_or_a_key_is_one_statement():
+    """A right secret pays nothing for the throttle of failed authentications."""
     from qprint.domain import credentials
 
     made = make_device()

@@ -224,9 +224,12 @@ class RealDevice:
                 await self.ws.close()
 
 
-async def upgrade_status(url: str, token: str | None, subprotocols=("qprint.v1",)) -> int:
-    """The HTTP status a refused upgrade answers (101 when it is accepted)."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
+async def upgrade_status(
+    url: str, token: str | None, subprotocols=("qprint.v1",), headers: dict | None = None
+) -> int:
+    """The HTTP status a refused upgrade answers (101 when it is accepted); ``headers``: more
+    headers of the upgrade request."""
+    headers = {**({"Authorization": f"Bearer {token}"} if token else {}), **(headers or {})}
     try:
         ws = await websockets.connect(
             url,

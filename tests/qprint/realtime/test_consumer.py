@@ -55,7 +55,7 @@ async def test_database_error_at_upgrade_fails_handshake_not_403(
 ):
     _, token = device_and_token
 
-    def broken(token):
+    def broken(token, **lookup):
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(credentials, "device_for_token", broken)
@@ -68,7 +68,9 @@ async def test_database_error_at_upgrade_answers_503_with_http_response_extensio
 ):
     _, token = device_and_token
     monkeypatch.setattr(
-        credentials, "device_for_token", lambda t: (_ for _ in ()).throw(OperationalError("down"))
+        credentials,
+        "device_for_token",
+        lambda t, **lookup: (_ for _ in ()).throw(OperationalError("down")),
     )
     s = sockets(token)
     s.communicator.scope["extensions"] = {"websocket.http.response": {}}

@@ -105,7 +105,10 @@ async def test_claim_answers_as_http(device_factory, sockets):
     assert {k: v for k, v in got.items() if k != "document_url"} == {
         k: v for k, v in body.items() if k != "document_url"
     }
-    assert urlparse(got["document_url"]).path == urlparse(body["document_url"]).path
+    # Over the socket the URL is relative to qprint's mount: the agent resolves it against its own
+    # base URL (the socket's scope says nothing trustworthy of the public scheme and host).
+    assert got["document_url"] == f"api/v1/device/jobs/{body['job_id']}/document"
+    assert urlparse(body["document_url"]).path == "/qprint/" + got["document_url"]
 
     _, idle_token = await adb(device_factory)
     s2 = sockets(idle_token)

@@ -123,15 +123,18 @@ async def test_failed_authentications_on_both_nodes_add_up_to_one_limit(nodes, t
             assert answer.status_code == 401
         for node in (a, b):
             refused = await attacker.get(
-                f"{node.http}/qprint/api/v1/jobs", headers={"Authorization": f"Bearer {secret}"}
+                f"{node.http}/qprint/api/v1/jobs",
+                headers={"Authorization": "Bearer wrong-secret-once-more"},
             )
             assert refused.status_code == 429, refused.text
             assert refused.json()["error"] == "rate_limited"
             assert int(refused.headers["Retry-After"]) >= 1
-            fine = await honest.get(
-                f"{node.http}/qprint/api/v1/jobs", headers={"Authorization": f"Bearer {secret}"}
-            )
-            assert fine.status_code == 200
+            # A right secret is never refused, from the guesser's address or another.
+            for client in (attacker, honest):
+                fine = await client.get(
+                    f"{node.http}/qprint/api/v1/jobs", headers={"Authorization": f"Bearer {secret}"}
+                )
+                assert fine.status_code == 200
     logs = a.log() + b.log()
     assert logs.count("auth_failed") >= FAILURE_LIMIT
     for guess in [*wrong, secret]:
@@ -146,12 +149,22 @@ async def test_failed_upgrades_on_one_node_throttle_the_socket_on_the_other(
     for n in range(FAILURE_LIMIT):
         with pytest.raises(websockets.InvalidStatus):
             await RealDevice(f"not-a-token-{n}-xxxxxxxx").connect(a.ws)
-    # From the same address, even the right token is refused on B, and never with 403.
+    # From the same address a wrong token is throttled on B: refused as a wrong token (403 under
+    # Daphne), never 500, which an agent would retry.
     with pytest.raises(websockets.InvalidStatus) as refused:
-        await real.connect(b.ws)
-    assert refused.value.response.status_code != 403
-    row = await database_sync_to_async(Device.objects.get)(pk=device.pk)
-    assert row.connection_id is None
+        await RealDevice("not-a-token-again-xxxxxxxx").connect(b.ws)
+    assert refused.value.response.status_code == 403
+    assert "socket_refused status=429" in b.log()
+    # The right token connects from there all the same.
+    await real.connect(b.ws)
+    await ready(device)
+    await real.close()
+    await eventually(
+        lambda: Device.objects.get(pk=device.pk).connection_id is None,
+        10,
+        "row released",
+        database=True,
+    )
 
 
 # -- hostile frames on a real socket ------------------------------------------------------------
@@ -168,6 +181,9 @@ HOSTILE_FRAMES = [
     # qprint: Daphne drops the TCP connection without a close frame, which the client reads as
     # 1006. It cannot send 1009 (docs/SECURITY.md).
     ("over-daphne-limit", json.dumps({"type": "ping", "pad": "x" * (2 * 1024 * 1024)}), 1006),
+    # Far over it, the node drops the connection while the client is still writing (what a
+    # loaded machine does to the case above): the send fails, and that is the same outcome.
+    ("far-over-daphne-limit", json.dumps({"type": "ping", "pad": "x" * (32 * 1024 * 1024)}), 1006),
 ]
 
 
@@ -184,7 +200,13 @@ async def test_a_hostile_frame_on_a_real_node_closes_the_socket_and_the_device_r
     await real.connect(a.ws)
     await ready(device)
     before = await database_sync_to_async(state_of)(device.pk)
-    await real.ws.send(frame)
+    try:
+        await real.ws.send(frame)
+    except websockets.ConnectionClosed:
+        # Over Daphne's limit the node may drop the connection while the frame is still being
+        # written: the send fails, which is that case's expected outcome (and no other's).
+        if code != 1006:
+            raise
     assert await real.wait_closed(10) == code
     await eventually(
         lambda: Device.objects.get(pk=device.pk).connection_id is None,

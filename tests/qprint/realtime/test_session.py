@@ -210,6 +210,20 @@ def test_a_disabled_device_or_a_rotated_token_closes_4001(row):
     assert plan.close is not None and plan.close.code == CLOSE_DISABLED
 
 
+def test_the_token_hash_is_compared_in_constant_time(monkeypatch):
+    from qprint.realtime import session as module
+
+    compared = []
+    real = module.hmac.compare_digest
+    monkeypatch.setattr(
+        module.hmac, "compare_digest", lambda a, b: compared.append((a, b)) or real(a, b)
+    )
+    s = ready_session()
+    compared.clear()
+    assert s.pinged(state(token_hash="b" * 64)).close.code == CLOSE_DISABLED
+    assert compared == [("b" * 64, TOKEN_HASH)]
+
+
 def test_a_claimed_job_held_from_before_is_announced_once():
     s = ready_session()
     assert s.pinged(state(job_queued=False, claimed_job_id="j-1")).then == [{"type": "wake"}]

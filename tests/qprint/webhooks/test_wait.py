@@ -151,3 +151,34 @@ def test_wait_on_a_job_already_final_answers_at_once():
     assert answers, "the wait on a final job was not answered at once"
     assert answers[0].status_code == 200 and answers[0].json()["status"] == "PRINTED"
     assert notify.job_key(job.pk) not in notify._callbacks
+
+
+def test_one_key_holds_at_most_its_limit_of_waits_on_a_node(settings):
+    limit = 2
+    settings.QPRINT = {"MAX_WAITS_PER_KEY": limit}
+    key, other = make_key(), make_key(name="other")
+    device, job, claim = spooled_job()
+    url = reverse("qprint:job-detail", args=[job.pk])
+    answers: list = []
+    waiters = [
+        threading.Thread(
+            target=lambda: answers.append(Client().get(url, {"wait": "30"}, **key.auth))
+        )
+        for _ in range(limit)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    wait_until(
+        lambda: len(notify._callbacks.get(notify.job_key(job.pk), ())) == limit,
+        10,
+        message="the key's waits in flight",
+    )
+    refused = Client().get(url, {"wait": "30"}, **key.auth)
+    assert refused.status_code == 429 and refused.json()["error"] == "too_many_waits"
+    assert refused["Retry-After"] == "1"
+    assert Client().get(url, {"wait": "0"}, **other.auth).status_code == 200  # another key's
+    report(device, job, "PRINTED", claim.claim_id)
+    for waiter in waiters:
+        waiter.join(35)
+    assert [a.json()["status"] for a in answers] == ["PRINTED"] * limit
+    assert Client().get(url, {"wait": "0"}, **key.auth).status_code == 200  # released
