@@ -144,7 +144,10 @@ def submit_job(
                 raise RuntimeError(f"idempotency key {idempotency_key!r} taken but not found")
             return existing, False
         # job.queued, written to the outbox in the submission's own transaction.
-        outbox.announce_job(job.pk, tenant, JobStatus.QUEUED, subscribed=target.announced)
+        # A job just made has nobody waiting on it yet: no ?wait notice.
+        outbox.announce_job(
+            job.pk, tenant, JobStatus.QUEUED, subscribed=target.announced, waited=False
+        )
         wake_after_commit(tenant, target.pk, "job_queued")
     logger.info(
         "job_queued job=%s device=%s/%s size=%s priority=%s",
@@ -430,7 +433,7 @@ def reprint_job(
         events.record_server_event(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}
         )
-        outbox.announce_job(reprint.pk, device.tenant, JobStatus.QUEUED)
+        outbox.announce_job(reprint.pk, device.tenant, JobStatus.QUEUED, waited=False)
         wake_after_commit(device.tenant, device.pk, "job_queued")
     logger.info("job_reprinted job=%s reprint=%s force=%s", original.pk, reprint.pk, force)
     return reprint
