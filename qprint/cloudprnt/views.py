@@ -7,7 +7,9 @@ One URL, as Star printers use it (docs/CLOUDPRNT.md):
 - ``DELETE ?mac=&code=&token=`` (or ``GET ?delete&mac=&code=&token=``) - the confirmation.
 
 HTTP Basic authentication: user name the device's name, password its token (401 with
-``WWW-Authenticate: Basic`` otherwise), through the throttle of failed authentications. The view
+``WWW-Authenticate: Basic`` otherwise), through the throttle of failed authentications; the poll
+of a live printer is authenticated inside its one statement (:func:`_poll`), and whatever that
+does not match is authenticated as every request is. The view
 is async and its work runs on the node's HTTP database threads, so a burst of polls waits for no
 thread of its own. Every answer says it must not be cached (:data:`NO_CACHE`). The rules are the
 domain's (:mod:`qprint.domain.cloudprnt`); the wire is :mod:`qprint.core.cloudprnt_protocol`.
@@ -34,6 +36,7 @@ from qprint.views.http import (
     client_address,
     error_response,
     json_response,
+    no_credentials,
     read_limited,
     serve,
 )
@@ -103,7 +106,8 @@ def _mac(request: HttpRequest) -> str:
         raise RequestError("invalid", 400, exc.message.replace("printerMAC", "mac")) from None
 
 
-def _poll(request: HttpRequest, device: Device) -> HttpResponse:
+def _read_poll(request: HttpRequest) -> protocol.Poll:
+    """The poll's body, checked: 413 too long (before it is read), 400 not Star's JSON."""
     limit = qprint_settings.CLOUDPRNT_MAX_POLL_BYTES
     body = read_limited(
         request,
@@ -111,10 +115,12 @@ def _poll(request: HttpRequest, device: Device) -> HttpResponse:
         RequestError("request_too_large", 413, f"A poll may not exceed {limit} bytes."),
     )
     try:
-        report = protocol.parse_poll(body)
+        return protocol.parse_poll(body)
     except protocol.ProtocolError as exc:
         raise RequestError("invalid_poll", 400, exc.message) from None
-    answer = cloudprnt.poll(device, report)
+
+
+def _poll_response(answer: cloudprnt.PollAnswer) -> HttpResponse:
     response = json_response(
         protocol.poll_answer(
             job_token=answer.job_token, media_types=answer.media_types, ask=answer.ask
@@ -122,6 +128,43 @@ def _poll(request: HttpRequest, device: Device) -> HttpResponse:
     )
     response.qprint_answer = "job" if answer.job_token else "none"
     return response
+
+
+def _poll(request: HttpRequest) -> HttpResponse:
+    """The poll. The common case is one statement, its authentication included
+    (:func:`cloudprnt.poll_live`: the live printer of the device the Basic credentials name,
+    from its bound MAC). What that does not match (wrong credentials, a disabled device, another
+    MAC, the first poll, a lease run out) and a body that is not a poll take the way of every
+    request: :func:`authenticate` first (the throttle, 401/403/429), then the body's errors and
+    :func:`cloudprnt.poll`."""
+    try:
+        user, token = basic_credentials(request)
+        report = _read_poll(request)
+    except RequestError as refused:
+        # The answer of any request: the authentication's refusal first, then this one.
+        return serve(_raise(refused), authenticate, request, (), {})
+    answered = serve(lambda r, _: _live_poll(token, user, report), no_credentials, request, (), {})
+    if answered is not None:
+        return answered
+    return serve(
+        lambda r, device: _poll_response(cloudprnt.poll(device, report)),
+        authenticate,
+        request,
+        (),
+        {},
+    )
+
+
+def _live_poll(token: str, user: str, report: protocol.Poll) -> HttpResponse | None:
+    answer = cloudprnt.poll_live(token, user, report)
+    return None if answer is None else _poll_response(answer)
+
+
+def _raise(refused: RequestError):
+    def view(request: HttpRequest, device: Device) -> HttpResponse:
+        raise refused
+
+    return view
 
 
 def _job(request: HttpRequest, device: Device) -> HttpResponse:
@@ -141,12 +184,15 @@ def _confirm(request: HttpRequest, device: Device) -> HttpResponse:
     return json_response({"status": confirmed.status, "recorded": confirmed.recorded})
 
 
-_VIEWS = {"poll": _poll, "job": _job, "confirm": _confirm}
+_VIEWS = {"job": _job, "confirm": _confirm}
 
 
 def _answer(request: HttpRequest, kind: str) -> HttpResponse:
     """Authenticate, run the request's view and map refusals (on a database thread)."""
-    response = serve(lambda r, device: _VIEWS[kind](r, device), authenticate, request, (), {})
+    if kind == "poll":
+        response = _poll(request)
+    else:
+        response = serve(lambda r, device: _VIEWS[kind](r, device), authenticate, request, (), {})
     if response.status_code == 401:
         response["WWW-Authenticate"] = BASIC_CHALLENGE
     return response

@@ -6,7 +6,8 @@ write is one round trip (SQLite has ``RETURNING`` since 3.35). What they need of
 
 - :func:`now`: the database clock, as SQL;
 - :func:`seconds_from_now` / :func:`seconds_ago`: ``now`` plus / minus a number of seconds given
-  as a parameter;
+  as a parameter (or, for :func:`seconds_from_now`, as an SQL expression);
+- :func:`json_number`: a key of a JSON column when it holds a number, else NULL;
 - :func:`true` / :func:`false`: boolean literals;
 - :func:`uuid_param`: how a UUID is passed (uuid on PostgreSQL, 32 hex characters on SQLite, as
   Django stores it there);
@@ -33,11 +34,11 @@ def now() -> str:
     return "now()" if postgresql() else "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now')"
 
 
-def seconds_from_now() -> str:
-    """``now()`` plus ``%s`` seconds (one parameter)."""
+def seconds_from_now(seconds: str = "%s") -> str:
+    """``now()`` plus ``seconds`` seconds: one parameter, or the SQL expression given."""
     if postgresql():
-        return "now() + make_interval(secs => %s)"
-    return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || %s || ' seconds')"
+        return f"now() + make_interval(secs => {seconds})"
+    return f"strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '+' || ({seconds}) || ' seconds')"
 
 
 def seconds_ago() -> str:
@@ -45,6 +46,20 @@ def seconds_ago() -> str:
     if postgresql():
         return "now() - make_interval(secs => %s)"
     return "strftime('%%Y-%%m-%%d %%H:%%M:%%f', 'now', '-' || %s || ' seconds')"
+
+
+def json_number(column: str, key: str) -> str:
+    """The value of ``key`` in the JSON object ``column`` when it is a number (not a boolean, a
+    string or absent: NULL then). ``key`` is a constant of the caller, never client input."""
+    if postgresql():
+        return (
+            f"(CASE WHEN jsonb_typeof({column} -> '{key}') = 'number' "
+            f"THEN ({column} ->> '{key}')::double precision END)"
+        )
+    return (
+        f"(CASE WHEN json_type({column}, '$.{key}') IN ('integer', 'real') "
+        f"THEN json_extract({column}, '$.{key}') END)"
+    )
 
 
 def true() -> str:

@@ -2,8 +2,10 @@
 (docs/CLOUDPRNT.md). The use cases of the transport ``qprint.cloudprnt``, on the same rules as
 every device:
 
-- :func:`poll` - the poll is the printer's connection (:func:`qprint.domain.connection.poll`:
-  one statement when nothing is to do); with the claim gate open (:mod:`qprint.core.gate`,
+- :func:`poll_live` / :func:`poll` - the poll is the printer's connection: the common case is
+  ONE statement, its authentication included (:func:`qprint.domain.connection.poll_live`); a
+  poll it does not match is authenticated as every device is and takes
+  :func:`qprint.domain.connection.poll`. With the claim gate open (:mod:`qprint.core.gate`,
   judged from the row the poll returned) and a job held or claimable, the job is claimed by THE
   claim (:func:`qprint.domain.claim.claim_next_job`), replayed at every poll until it leaves
   CLAIMED. The printer's state (``statusCode``) and what it reports of itself are kept as its
@@ -42,7 +44,7 @@ from qprint.core.conf import qprint_settings
 from qprint.core.errors import EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.states import JobStatus
 from qprint.documents import render, stack, storage
-from qprint.domain import claim, connection, devices, events
+from qprint.domain import claim, connection, credentials, devices, events
 from qprint.models import Device, DeviceKind, PrintJob
 from qprint.webhooks import outbox
 
@@ -158,19 +160,14 @@ class PollAnswer:
     ask: bool = False
 
 
-def poll_seconds(device: Device) -> float:
-    """The printer's poll interval: what it reported, else ``CLOUDPRNT_POLL_SECONDS``."""
-    reported = (device.agent_info or {}).get("poll_interval")
-    if isinstance(reported, int | float) and not isinstance(reported, bool) and reported > 0:
-        return float(reported)
-    return float(qprint_settings.CLOUDPRNT_POLL_SECONDS)
-
-
 def poll(device: Device, report: protocol.Poll, *, node: str | None = None) -> PollAnswer:
-    """A poll of ``device`` (authenticated, enabled, of kind ``cloudprnt``)."""
+    """A poll of ``device`` (authenticated, enabled, of kind ``cloudprnt``): the full way, for a
+    poll :func:`poll_live` did not match (the first one, a lease run out, another MAC)."""
     node = node or cluster.node_id()
     try:
-        polled = connection.poll(device.pk, report.mac, node, poll_seconds(device))
+        polled = connection.poll(
+            device.pk, report.mac, node, qprint_settings.CLOUDPRNT_POLL_SECONDS
+        )
     except connection.MacRefused as refused:
         logger.warning(
             "cloudprnt_mac_refused device=%s bound=%s polled=%s", device, refused.bound, report.mac
@@ -182,6 +179,39 @@ def poll(device: Device, report: protocol.Poll, *, node: str | None = None) -> P
             message=f"This device is bound to printer {refused.bound}; "
             f"a poll came from {report.mac}."
         ) from None
+    return _answer(device, polled, report, node)
+
+
+def poll_live(
+    token: str, user: str, report: protocol.Poll, *, node: str | None = None
+) -> PollAnswer | None:
+    """The common poll, its authentication included, in one statement
+    (:func:`qprint.domain.connection.poll_live`): the live printer of the device holding
+    ``token`` (named ``user``, when given), polling from its bound MAC. ``None`` when that
+    statement matched nothing (it wrote nothing): authenticate the way every device does
+    (:func:`qprint.domain.credentials.authenticate_device`, whose throttle counts the wrong
+    credentials) and :func:`poll`. The token is hashed and the stored hash compared in constant
+    time as the credential lookup does."""
+    node = node or cluster.node_id()
+    digest = credentials.hash_secret(token)
+    found = connection.poll_live(
+        digest, user, report.mac, node, qprint_settings.CLOUDPRNT_POLL_SECONDS
+    )
+    if found is None:
+        return None
+    device, polled = found
+    try:
+        credentials.require_token(device.token_hash, device.enabled, digest)
+    except QPrintError:
+        return None  # the full way decides, and counts it
+    return _answer(device, polled, report, node)
+
+
+def _answer(
+    device: Device, polled: connection.Polled, report: protocol.Poll, node: str
+) -> PollAnswer:
+    """What a poll answers once its statement ran: the printer's row kept, then a job claimed
+    when one is held or claimable and the claim gate (judged from the row) is open."""
     described = _keep_printer(device, polled, report)
     state = polled.state
     if report.printing or not (state.claimed_job_id or state.job_queued):

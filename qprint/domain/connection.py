@@ -15,10 +15,16 @@ applied. This module is the only writer of those four columns, and every write i
   heartbeat.
 - :func:`mark_ready` - record the revisions the device applied and mark the connection ready.
 - :func:`clear` - forget the connection on close.
-- :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is no socket, the polling
-  is the connection. A live connection from the printer's bound MAC renews its lease in one
-  statement; otherwise the poll takes the row (and binds ``printer_mac`` when none is bound).
-  ``printer_mac`` is written here only (:func:`poll`, :func:`forget_printer`).
+- :func:`poll_live` and :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is
+  no socket, the polling is the connection. The common case is ONE statement, the credential
+  check included: :func:`poll_live` renews the lease of the row ``WHERE token_hash = <the hash of
+  the presented token> AND kind = 'cloudprnt' AND enabled AND <the Basic user name, if any, is
+  the device's name> AND printer_mac = <the polling MAC> AND <a live connection>`` and returns
+  the whole device with the state. A poll it does not match writes nothing and takes the full
+  way: ``credentials.authenticate_device`` (the throttle counts every wrong credential there),
+  then :func:`poll`, where a live connection from the bound MAC renews its lease and otherwise
+  the poll takes the row (and binds ``printer_mac`` when none is bound). ``printer_mac`` is
+  written here only (:func:`poll`, :func:`forget_printer`).
 
 Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``: a statement that
 matches no row means another connection took the device, and the caller closes with 4000
@@ -44,7 +50,7 @@ from django.db import connection as db
 
 from qprint.core import sql, wire
 from qprint.domain import reconcile
-from qprint.models import Device, raw
+from qprint.models import Device, DeviceKind, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
 
 LEASE_HEARTBEATS = wire.HEARTBEAT_MISSED_INTERVALS
@@ -301,31 +307,94 @@ def _polled(row: tuple, taken: bool) -> Polled:
     )
 
 
-def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
-    """A CloudPRNT printer polled: its connection is the polling itself (docs/CLOUDPRNT.md).
+def _poll_renewal() -> str:
+    """What every poll statement sets (parameters: the node, then the default poll interval).
 
-    The common case is ONE statement: a live connection from the bound MAC renews its lease
-    (``3 x poll_seconds``) and returns the state a claim needs. Otherwise (the first poll, or the
-    first after the lease ran out) the row is taken: a new ``connection_id``, ready at once (a
-    printer has nothing to apply: the server applies control and settings for it, so the applied
-    revisions are the current ones), the MAC bound when none is, and ``device.connected``
-    announced. A poll from another MAC than the bound one changes nothing: :class:`MacRefused`.
+    The lease is ``3 x`` the printer's poll interval: the one it reported (``agent_info``'s
+    ``poll_interval``, a positive number), else the default given; ready at once (a printer has
+    nothing to apply: the server applies control and settings for it, so the applied revisions
+    are the current ones).
     """
-    t = raw.tables()
-    d = t["device"]
-    lease = lease_seconds(poll_seconds)
+    d = raw.tables()["device"]
+    reported = sql.json_number(f"{d}.agent_info", "poll_interval")
+    interval = f"(CASE WHEN {reported} > 0 THEN {reported} ELSE %s END)"
+    return f"""connection_node = %s, connection_ready = {sql.true()},
+        control_applied_revision = control_revision,
+        settings_applied_revision = settings_revision,
+        connection_lease_expires_at = {sql.seconds_from_now(f"{LEASE_HEARTBEATS} * {interval}")},
+        last_seen_at = {sql.now()}"""
+
+
+def _device_columns() -> str:
+    """Every column of the device row, in the order of :func:`_device`."""
+    d = raw.tables()["device"]
+    return ", ".join(f"{d}.{db.ops.quote_name(f.column)}" for f in Device._meta.concrete_fields)
+
+
+def _device(values: tuple) -> Device:
+    """The :class:`Device` of a row of :func:`_device_columns`, as the ORM would load it (its
+    fields' converters applied: JSON decoded, datetimes and booleans as on any read)."""
+    fields = Device._meta.concrete_fields
+    compiler = Device.objects.all().query.get_compiler(connection=db)
+    converters = compiler.get_converters([f.get_col(Device._meta.db_table) for f in fields])
+    (row,) = compiler.apply_converters([list(values)], converters)
+    return Device.from_db(db.alias, [f.attname for f in fields], row)
+
+
+def poll_live(
+    token_hash: str, user: str, mac: str, node: str, default_seconds: float
+) -> tuple[Device, Polled] | None:
+    """A CloudPRNT poll with nothing new in ONE statement, its authentication included.
+
+    The device of kind ``cloudprnt`` holding the token hashed ``token_hash`` (the credential
+    lookup's own index, :mod:`qprint.domain.credentials`), enabled, named ``user`` (when the
+    Basic user name is not empty), bound to ``mac`` and with a live connection renews its lease
+    as :func:`poll` does, and the same statement returns the whole device row and what
+    :func:`poll` returns. ``None`` when no row matched (a wrong or unknown credential, a disabled
+    device, another name or MAC, the first poll, a lease that ran out): the caller then takes
+    the full way, :func:`credentials.authenticate_device` (its throttle and answers) and
+    :func:`poll`; nothing was written. The caller compares the returned ``token_hash`` in
+    constant time as the credential lookup does.
+    """
+    d = raw.tables()["device"]
     with db.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {d} SET
-                connection_node = %s, connection_ready = {sql.true()},
-                control_applied_revision = control_revision,
-                settings_applied_revision = settings_revision,
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+            UPDATE {d} SET {_poll_renewal()}
+            WHERE {d}.token_hash = %s AND {d}.kind = %s AND {d}.enabled
+                AND (%s = '' OR {d}.name = %s)
+                AND {d}.printer_mac = %s AND {raw.live_connection(d)}
+            RETURNING {_device_columns()}, {_poll_columns()}
+            """,
+            [node, default_seconds, token_hash, DeviceKind.CLOUDPRNT, user, user, mac],
+        )
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    width = len(Device._meta.concrete_fields)
+    return _device(row[:width]), _polled(row[width:], taken=False)
+
+
+def poll(device_id: int, mac: str, node: str, default_seconds: float) -> Polled:
+    """A CloudPRNT printer polled: its connection is the polling itself (docs/CLOUDPRNT.md).
+
+    A live connection from the bound MAC renews its lease (``3 x`` the printer's poll interval,
+    :func:`_poll_renewal`; ``default_seconds`` until it reported one) and returns the state a
+    claim needs, in one statement. Otherwise (the first poll, or the first after the lease ran
+    out) the row is taken: a new ``connection_id``, ready at once, the MAC bound when none is,
+    and ``device.connected`` announced. A poll from another MAC than the bound one changes
+    nothing: :class:`MacRefused`. The common case, authentication included, is
+    :func:`poll_live`: this is the way of a poll it did not match.
+    """
+    d = raw.tables()["device"]
+    with db.cursor() as cursor:
+        cursor.execute(
+            f"""
+            UPDATE {d} SET {_poll_renewal()}
             WHERE id = %s AND printer_mac = %s AND {raw.live_connection(d)}
             RETURNING {_poll_columns()}
             """,
-            [node, lease, device_id, mac],
+            [node, default_seconds, device_id, mac],
         )
         row = cursor.fetchone()
     if row is not None:
@@ -333,17 +402,13 @@ def poll(device_id: int, mac: str, node: str, poll_seconds: float) -> Polled:
     with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
         cursor.execute(
             f"""
-            UPDATE {d} SET
-                connection_id = %s, connection_node = %s, connection_ready = {sql.true()},
-                control_applied_revision = control_revision,
-                settings_applied_revision = settings_revision,
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
-                connection_since = {sql.now()},
+            UPDATE {d} SET {_poll_renewal()},
+                connection_id = %s, connection_since = {sql.now()},
                 printer_mac = CASE WHEN printer_mac = '' THEN %s ELSE printer_mac END
             WHERE id = %s AND (printer_mac = '' OR printer_mac = %s)
             RETURNING {_poll_columns()}
             """,
-            [sql.uuid_param(uuid.uuid4()), node, lease, mac, device_id, mac],
+            [node, default_seconds, sql.uuid_param(uuid.uuid4()), mac, device_id, mac],
         )
         row = cursor.fetchone()
         if row is not None:

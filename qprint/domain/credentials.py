@@ -9,7 +9,10 @@ indexed lookup instead of a KDF run per request. The stored hash is compared aga
 
 The one way in: :func:`authenticate_device` (the HTTP API, the socket upgrade, any new transport)
 and :func:`authenticate_application` take the presented secret (read by :func:`bearer_secret`)
-and the real client address, and answer the principal or the refusal (401, 403, 429).
+and the real client address, and answer the principal or the refusal (401, 403, 429). One
+statement looks a credential up elsewhere: the CloudPRNT poll of a live printer matches the hash
+of :func:`hash_secret` inside its lease renewal (``qprint.domain.connection.poll_live``) and
+compares the stored hash with :func:`require_token`; every poll it does not match comes in here.
 """
 
 import functools

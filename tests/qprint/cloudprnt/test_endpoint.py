@@ -256,7 +256,7 @@ def test_the_poll_keeps_the_printer_state_and_what_it_says_of_itself(printer, ma
 def test_an_unchanged_poll_writes_no_printer_row(printer, made, django_assert_max_num_queries):
     printer.poll()
     printer.poll()
-    with django_assert_max_num_queries(2):  # the authentication, and the poll's own statement
+    with django_assert_max_num_queries(1):  # the poll's one statement, its authentication in it
         answer = printer.poll()
     assert answer == {"jobReady": False}
 
