@@ -19,14 +19,14 @@ from qprint.core.wire import (
 )
 from qprint.domain.commands import Delivery
 from qprint.domain.connection import DeviceState, Taken
-from qprint.realtime.session import (
-    DeviceSession,
+from qprint.realtime.frames import (
     OperationRequest,
     Ping,
     PrintersReported,
     ProtocolError,
     StateReported,
 )
+from qprint.realtime.session import DeviceSession
 
 TOKEN_HASH = "a" * 64
 CONNECTION = uuid.uuid4()
