@@ -260,7 +260,8 @@ def statements_table(top: int = 8) -> str:
                  "|---|---|---|---|---|"]  # fmt: skip
         for item in [*listed[:top], listed[-1]]:
             text = item["statement"].replace("|", "\\|")
-            text = text if len(text) <= 90 else text[:87] + "..."
+            if len(text) > 90:  # cut between words: no half identifier reads as a name
+                text = text[:87].rsplit(" ", 1)[0] + " ..."
             rows.append(
                 f"| `{text}` | {item['calls_per_job']} | {item['ms_per_job']} | "
                 f"{item['mean_ms']} | {fmt(item['rows_per_call'])} |"

@@ -226,6 +226,7 @@ def admin_drain(base: str, username: str, password: str, node_id: str) -> None:
                 "_selected_action": node_id,
                 "csrfmiddlewaretoken": token,
                 "index": "0",
+                "confirmed": "yes",  # the drain confirmation page's own post
             },
         )
         assert response.status_code == 302, response.text[:500]

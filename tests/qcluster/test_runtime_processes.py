@@ -138,8 +138,10 @@ def test_admin_drain_drains_the_running_node_and_cancel_returns_it_to_up(runtime
     wait_until(lambda: sweeper_holder() == "node-1", START_TIMEOUT, message="node-1 sweeper")
 
     def admin_action(action: str) -> None:
+        # "confirmed": the drain confirmation page's own post (cancel needs none).
         response = admin_client.post(
-            "/admin/qcluster/clusternode/", {"action": action, "_selected_action": ["node-1"]}
+            "/admin/qcluster/clusternode/",
+            {"action": action, "_selected_action": ["node-1"], "confirmed": "yes"},
         )
         assert response.status_code == 302
 
