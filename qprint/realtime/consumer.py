@@ -8,6 +8,10 @@ client (``websocket.*``) and its own queue, fed by this process's :mod:`qprint.r
 heartbeat timer (``qprint.heartbeat_check``). A message of any other type is an error, as in
 Channels' own dispatch.
 
+The operation frames (claim, event, command result) and pushed assignments are driven by its
+mixin :class:`~qprint.realtime.operation_driver.OperationDriver`; this module holds the connection's
+life: the upgrade, the frames of state, the bus, the drain, the timer and the close.
+
 Database work runs on the socket path's own threads (:mod:`qprint.realtime.socket_db`); the
 consumer never touches Channels' shared sync thread (it does not call ``aclose_old_connections``
 per message).
@@ -25,7 +29,7 @@ from typing import Any
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
-from django.db import DatabaseError, DataError
+from django.db import DataError
 
 from qprint.core import cluster, database, inputs, wire
 from qprint.core.conf import qprint_settings
@@ -34,16 +38,13 @@ from qprint.domain import (
     commands,
     connection,
     credentials,
-    device_operations,
     devices,
     throttle,
 )
 from qprint.metrics import instruments
-from qprint.models.serializers import document_path
 from qprint.realtime import bus, drain, socket_db
-from qprint.realtime.session import (
+from qprint.realtime.frames import (
     Close,
-    DeviceSession,
     OperationRequest,
     Ping,
     Plan,
@@ -52,11 +53,10 @@ from qprint.realtime.session import (
     StateReported,
     encode,
 )
+from qprint.realtime.operation_driver import NOT_FETCHED, OperationDriver
+from qprint.realtime.session import DeviceSession
 
 logger = logging.getLogger("qprint.socket")
-
-#: A push whose claim has not been made yet (:meth:`DeviceConsumer._carry_out`).
-_NOT_FETCHED = object()
 
 
 class UpgradeFailed(Exception):
@@ -74,7 +74,7 @@ def _client_address(scope: dict[str, Any]) -> str:
     return throttle.client_address(peer, _header(scope, b"x-forwarded-for"))
 
 
-class DeviceConsumer(AsyncConsumer):
+class DeviceConsumer(OperationDriver, AsyncConsumer):
     """One device socket. Lives from the upgrade to the close; the row outlives it."""
 
     async def __call__(self, scope, receive, send):
@@ -273,95 +273,6 @@ class DeviceConsumer(AsyncConsumer):
         except DataError as exc:  # the database refused a value the device sent
             raise ProtocolError("the database refused a value of the frame") from exc
 
-    # -- operations over the socket (claim, event, command result) ------------------------------
-
-    async def on_operation(self, request: OperationRequest) -> None:
-        """Answer a request frame as the HTTP API would: a malformed one is the session's
-        protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
-        started = time.perf_counter()
-        pushed = _NOT_FETCHED
-        try:
-            if self.session.pushes_after(request):  # the event, then the push: one thread hop
-                answer, pushed = await socket_db.run(self._event_then_push, request)
-            else:
-                answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
-        except QPrintError as exc:
-            status, error = exc.status, exc.code
-            out = self.session.refused(request, exc.status, exc.code, exc.message)
-        except DatabaseError as exc:
-            logger.warning("socket_operation_failed device=%s error=%r", self.label, exc)
-            status, error = device_operations.UNAVAILABLE[:2]
-            out = self.session.refused(request, *device_operations.UNAVAILABLE)
-        else:
-            status, error = answer.status, ""
-            out = self.session.answer(request, answer.status, answer.body)
-        instruments.socket_operation_answered(request.operation, started, status, error)
-        await self._send_frame(out)
-        if pushed is not _NOT_FETCHED:
-            await self._send_pushed(pushed)
-
-    def _event_then_push(self, request: OperationRequest) -> tuple[device_operations.Answer, Any]:
-        """On a socket thread: the event, then (when it released the job last pushed) the claim
-        for the next job, so the RECEIVED that frees a device's queue costs one hand-off."""
-        answer = self._event(request)
-        if not self.session.push_after(request, answer.body):
-            return answer, None
-        return answer, self._claim_for_push()
-
-    def _claim(self, request: OperationRequest) -> device_operations.Answer:
-        """On a socket thread: the claim for the device as the HTTP API authenticates it (the
-        token is checked in the claim's own lock). The document's URL is relative to qprint's
-        mount: the agent resolves it against the base URL it was configured with (the scope says
-        nothing trustworthy of the public scheme and host), so its token goes only where it
-        connected."""
-        return device_operations.claim(
-            self.device_id, document_path, token_hash=self.session.token_hash
-        )
-
-    def _event(self, request: OperationRequest) -> device_operations.Answer:
-        return device_operations.event(
-            self.device_id,
-            request.target,
-            request.body,
-            token_hash=self.session.token_hash,
-            pushes_next=self.session.pushes_after(request),
-        )
-
-    def _command_result(self, request: OperationRequest) -> device_operations.Answer:
-        return device_operations.command_result(
-            self.device_id, request.target, request.body, token_hash=self.session.token_hash
-        )
-
-    # -- pushed assignments ----------------------------------------------------------------------
-
-    def _claim_for_push(self) -> Any:
-        """On a socket thread: the claim for the device (push mode): ``(body, document)``, None
-        (nothing to hand out), or the refusal or database error (sent nothing: the next
-        wakeup, event or heartbeat tries again)."""
-        try:
-            return device_operations.pushed_claim(
-                self.device_id,
-                document_path,
-                token_hash=self.session.token_hash,
-                inline_max=self.session.push_inline_max or 0,
-            )
-        except (QPrintError, DatabaseError) as exc:
-            return exc
-
-    async def _send_pushed(self, pushed: Any) -> bool:
-        """Send what :meth:`_claim_for_push` got; True when an assignment went out."""
-        if isinstance(pushed, QPrintError):
-            logger.debug("push_refused device=%s error=%s", self.label, pushed.code)
-            return False
-        if isinstance(pushed, DatabaseError):
-            logger.warning("push_failed device=%s error=%r", self.label, pushed)
-            return False
-        if pushed is None:
-            return False
-        body, document = pushed
-        await self._send_frame(self.session.pushed(body, document))
-        return True
-
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
@@ -406,13 +317,13 @@ class DeviceConsumer(AsyncConsumer):
         wakeup of a device in push mode costs one hand-off."""
         plan = self.session.reconciled(connection.read(self.device_id, self.connection_id))
         if not plan.push or plan.frames or plan.read_settings or plan.deliver_commands:
-            return plan, _NOT_FETCHED  # what goes out before the push goes first
+            return plan, NOT_FETCHED  # what goes out before the push goes first
         return plan, self._claim_for_push()
 
     # -- carrying out the session's answers -------------------------------------------------------
 
-    async def _carry_out(self, plan: Plan, pushed: Any = _NOT_FETCHED) -> bool:
-        """Carry out ``plan`` (``pushed``: the push's claim, made already; ``_NOT_FETCHED``: not
+    async def _carry_out(self, plan: Plan, pushed: Any = NOT_FETCHED) -> bool:
+        """Carry out ``plan`` (``pushed``: the push's claim, made already; ``NOT_FETCHED``: not
         yet); True when it sent a ``wake`` or pushed a job (for the metrics)."""
         if plan.close is not None:
             await self._close(plan.close)
@@ -435,7 +346,7 @@ class DeviceConsumer(AsyncConsumer):
         for frame in plan.then:
             await self._send_frame(frame)
         if plan.push:
-            if pushed is _NOT_FETCHED:
+            if pushed is NOT_FETCHED:
                 pushed = await socket_db.run(self._claim_for_push)
             return await self._send_pushed(pushed)
         return any(frame.get("type") == wire.WAKE for frame in plan.then)
@@ -525,10 +436,4 @@ _EVENT_HANDLERS = {
     Ping: DeviceConsumer.on_ping,
     PrintersReported: DeviceConsumer.on_printers,
     OperationRequest: DeviceConsumer.on_operation,
-}
-#: Operation requests -> what runs them on a socket thread.
-_OPERATIONS = {
-    wire.CLAIM: DeviceConsumer._claim,
-    wire.EVENT: DeviceConsumer._event,
-    wire.COMMAND_RESULT: DeviceConsumer._command_result,
 }

@@ -18,9 +18,12 @@ What it remembers of one connection:
 - in push mode (the device's ``state`` asked for ``push``), the most bytes sent inline and the job
   last pushed, so a held job is pushed once per connection.
 
-Frames in are typed events (:class:`StateReported`, :class:`Ping`, :class:`PrintersReported`,
-:class:`OperationRequest`); the driver dispatches on the event's class. The session imports
-nothing of Django: the rows it reads are duck-typed (:class:`StateRow`, :class:`TakenRow`) and the
+Frames in are typed events (:class:`~qprint.realtime.frames.StateReported`,
+:class:`~qprint.realtime.frames.Ping`, :class:`~qprint.realtime.frames.PrintersReported`,
+:class:`~qprint.realtime.frames.OperationRequest`: :mod:`qprint.realtime.frames`); the driver
+dispatches on the event's class. The operations and pushed assignments are
+:mod:`qprint.realtime.session_operations`, mixed into :class:`DeviceSession`. The session imports
+nothing of Django: the rows it reads are duck-typed (``StateRow``, ``TakenRow``) and the
 bounded JSON parser is handed in.
 
 ``wake`` is sent (or, in push mode, a claim made for the device) only when the claim gate
@@ -30,131 +33,32 @@ is never woken for a claim that would be refused. A device in push mode gets no 
 
 from __future__ import annotations
 
-import base64
 import hmac
 import json
 import uuid
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from qprint.core import gate, wire
+from qprint.realtime.frames import (
+    Close,
+    Event,
+    Ping,
+    Plan,
+    PrintersReported,
+    ProtocolError,
+    StateReported,
+    StateRow,
+    TakenRow,
+    revision,
+)
+from qprint.realtime.session_operations import SessionOperations
 
-#: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
-_EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
 #: A device may send this many seconds' worth of ``MAX_FRAMES_PER_SECOND`` at once.
 FRAME_BURST_SECONDS = 5
-#: Event types after which the device's held job has left CLAIMED (the next one may be pushed).
-_RELEASING_EVENTS = frozenset({"RECEIVED", "PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED"})
 
 
-class ProtocolError(Exception):
-    """A frame the device must not send: close 4400, change nothing."""
-
-
-# -- what the driver hands in: the rows its statements returned (duck-typed, no import of them) --
-
-
-class TakenRow(Protocol):
-    """The row a new connection took (:class:`qprint.domain.connection.Taken`)."""
-
-    paused: bool
-    control_revision: int
-    settings_revision: int
-    settings: dict[str, Any]
-    active_jobs: tuple[tuple[str, str, str], ...]
-
-
-class StateRow(gate.GateInputs, Protocol):
-    """What the row says now (:class:`qprint.domain.connection.DeviceState`): the gate's inputs
-    and what the connection may not have been told yet."""
-
-    token_hash: str
-    command_pending: bool
-    claimed_job_id: str | None
-    job_queued: bool
-
-
-# -- typed events: what a frame from the device means (:meth:`DeviceSession.receive`) -----------
-
-
-@dataclass(frozen=True)
-class StateReported:
-    """A ``state`` frame: the revisions the device applied (checked against those sent)."""
-
-    control_revision: int
-    settings_revision: int
-    #: ``push.inline_max_bytes`` (capped by the server), None: the frame asks for no push.
-    push_inline_max: int | None = None
-
-
-@dataclass(frozen=True)
-class Ping:
-    """A ``ping`` frame: renew the lease."""
-
-
-@dataclass(frozen=True)
-class PrintersReported:
-    """A ``printers`` frame: the list, for the domain to check and store."""
-
-    printers: Any
-
-
-@dataclass(frozen=True)
-class OperationRequest:
-    """An operation frame, parsed: ``operation`` one of ``wire.REQUEST_OPERATIONS``, ``target``
-    the job or command id, ``body`` what the HTTP API would have received as the request body.
-    The driver answers it through :mod:`qprint.domain.device_operations`, as the HTTP API does."""
-
-    operation: str
-    request_id: str
-    target: str | None = None
-    body: dict[str, Any] = field(default_factory=dict)
-
-
-Event = StateReported | Ping | PrintersReported | OperationRequest
-
-
-@dataclass(frozen=True)
-class Close:
-    code: int
-    reason: str
-    #: False when the row no longer names this connection (nothing of ours to clear).
-    clear_row: bool = True
-
-
-@dataclass
-class Plan:
-    """What to do after a statement returned the row: carried out in this order."""
-
-    close: Close | None = None
-    #: Sent first (a control change).
-    frames: list[dict[str, Any]] = field(default_factory=list)
-    #: Read the settings (:func:`qprint.domain.connection.read_settings`), then send
-    #: :meth:`DeviceSession.settings_frame` of what was read.
-    read_settings: bool = False
-    #: Deliver the device's commands (:func:`qprint.domain.commands.deliver`), then send
-    #: :meth:`DeviceSession.command_frames` of what was delivered.
-    deliver_commands: bool = False
-    redeliver_commands: bool = False
-    #: Sent last (the ``wake``).
-    then: list[dict[str, Any]] = field(default_factory=list)
-    #: Claim for the device (push mode), then send :meth:`DeviceSession.pushed` of the answer.
-    push: bool = False
-
-
-def revision(frame: dict[str, Any], name: str) -> int:
-    value = frame.get(name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ProtocolError(f"{name} must be a non-negative integer")
-    return value
-
-
-def encode(frame: dict[str, Any]) -> str:
-    return json.dumps(frame)
-
-
-class DeviceSession:
+class DeviceSession(SessionOperations):
     """One device connection, from ``hello`` to the close.
 
     ``decode`` parses a frame's JSON text (the driver passes the domain's bounded parser; it
@@ -293,95 +197,6 @@ class DeviceSession:
         """The ``error`` frame to send, then the close (4400)."""
         frame = {"type": wire.ERROR, "code": "protocol_error", "message": str(error)}
         return frame, Close(wire.CLOSE_PROTOCOL_ERROR, f"protocol_error {error}")
-
-    # -- operations (docs/PROTOCOL.md, "Operations over the socket") -----------------------------
-
-    @staticmethod
-    def operation(frame: dict[str, Any]) -> OperationRequest:
-        """The request in a ``claim``, ``event`` or ``command_result`` frame. A malformed one
-        (no valid ``request_id``, no job or command id) is a :class:`ProtocolError`; what the
-        body says is the domain's to judge, and a refusal is an answer."""
-        request_id = frame.get("request_id")
-        if not isinstance(request_id, str) or not 0 < len(request_id) <= wire.MAX_REQUEST_ID:
-            raise ProtocolError(
-                f"request_id must be a string of 1 to {wire.MAX_REQUEST_ID} characters"
-            )
-        kind = frame["type"]
-        if kind == wire.CLAIM:
-            return OperationRequest(wire.CLAIM, request_id)
-        if kind == wire.EVENT:
-            job_id = frame.get("job_id")
-            if not isinstance(job_id, str) or not job_id:
-                raise ProtocolError("an event frame names its job_id (a string)")
-            body = {name: frame[name] for name in _EVENT_FIELDS if name in frame}
-            if "event_type" in frame:
-                body["type"] = frame["event_type"]
-            return OperationRequest(wire.EVENT, request_id, job_id, body)
-        command_id = frame.get("command_id")
-        if not isinstance(command_id, str) or not command_id:
-            raise ProtocolError("a command_result frame names its command_id (a string)")
-        body = {name: frame[name] for name in ("status", "result") if name in frame}
-        return OperationRequest(wire.COMMAND_RESULT, request_id, command_id, body)
-
-    @staticmethod
-    def answer(request: OperationRequest, status: int, body: dict[str, Any] | None) -> dict:
-        """The frame answering ``request`` with the HTTP API's status and body (None: 204)."""
-        rid = request.request_id
-        if request.operation == wire.CLAIM:
-            if body is None:
-                return {"type": wire.NOTHING, "request_id": rid}
-            return {**body, "type": wire.ASSIGNMENT, "request_id": rid}
-        if request.operation == wire.EVENT:
-            return {"type": wire.EVENT_RECORDED, "request_id": rid, "status": status, "event": body}
-        return {"type": wire.COMMAND_RECORDED, "request_id": rid, "status": status, "command": body}
-
-    def pushes_after(self, request: OperationRequest) -> bool:
-        """Whether this connection will push once ``request`` is answered (before it runs): in
-        push mode, an event that may release the job last pushed (RECEIVED or final). The event
-        then needs no wakeup of the device: this connection claims the next job itself."""
-        return (
-            self.push_inline_max is not None
-            and request.operation == wire.EVENT
-            and request.target == self.pushed_job
-            and request.body.get("type") in _RELEASING_EVENTS
-        )
-
-    def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
-        """Whether to push once ``request`` was answered with ``body``: in push mode, when the
-        device's RECEIVED or final event for the job last pushed is recorded, that job has left
-        CLAIMED and the next one may go out at once. Once: the job is no longer the one held
-        (its later events push nothing; the claim that follows names the next one)."""
-        if not self.pushes_after(request) or (body or {}).get("job_status") == "CLAIMED":
-            return False
-        self.pushed_job = None
-        return True
-
-    @staticmethod
-    def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:
-        """The ``refused`` frame: the HTTP status and error the HTTP API would have answered. The
-        socket stays open."""
-        return {
-            "type": wire.REFUSED,
-            "request_id": request.request_id,
-            "status": status,
-            "error": code,
-            "message": message,
-        }
-
-    # -- pushed assignments (docs/PROTOCOL.md, "Pushed assignments") ------------------------------
-
-    def pushed(self, body: dict[str, Any], document: bytes | None) -> dict[str, Any]:
-        """The ``assignment`` frame of a claim made for the device: the HTTP assignment body, and
-        the document inline when the driver read it (its size within ``inline_max_bytes``)."""
-        self.pushed_job = body["job_id"]
-        frame = {**body, "type": wire.ASSIGNMENT, "pushed": True}
-        if document is not None:
-            frame["document_base64"] = base64.b64encode(document).decode("ascii")
-        return frame
-
-    def inline(self, size: int) -> bool:
-        """Whether a pushed document of ``size`` bytes travels inline."""
-        return self.push_inline_max is not None and size <= self.push_inline_max
 
     # -- what the row says -------------------------------------------------------------------------
 

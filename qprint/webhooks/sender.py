@@ -1,10 +1,11 @@
 """The webhook sender: a ``cluster_runtime`` worker on every node (``tasks.register_worker``).
 
-One asyncio loop per process takes due deliveries from the outbox (``outbox.take_due``, ``FOR
-UPDATE SKIP LOCKED``: nodes share the work, never a row), sends each with ``httpx`` and records the
-answer (``outbox.record_attempt``). At most ``QPRINT["WEBHOOK_MAX_IN_FLIGHT"]`` requests are in
-flight; rows are taken only for free slots, fairly between endpoints and tenants and within their
-caps (``outbox.take_due``), so a slow receiver holds a few slots of its tenant's, not the outbox.
+One asyncio loop per process takes due deliveries from the outbox
+(``outbox_taking.take_due``, ``FOR UPDATE SKIP LOCKED``: nodes share the work, never a row), sends
+each with ``httpx`` and records the answer (``outbox_taking.record_attempt``). At most
+``QPRINT["WEBHOOK_MAX_IN_FLIGHT"]`` requests are in flight; rows are taken only for free slots,
+fairly between endpoints and tenants and within their caps (``outbox_taking.take_due``), so a slow
+receiver holds a few slots of its tenant's, not the outbox.
 
 Each attempt: the URL's host is resolved and every address checked
 (``destinations.resolve_checked``), then the request goes to **that address**: the URL's host is
@@ -34,7 +35,7 @@ from django.utils import timezone
 
 from qprint.core.conf import qprint_settings
 from qprint.core.executor import DatabaseThreads
-from qprint.webhooks import destinations, notify, outbox, signing
+from qprint.webhooks import destinations, notify, outbox, outbox_taking, signing
 
 logger = logging.getLogger("qprint.webhooks.sender")
 
@@ -119,7 +120,7 @@ class Sender:
                 free = 0  # take in batches: one transaction for several rows, not one per row
             wake.clear()
             try:
-                taken = await self._on_db(outbox.take_due, free) if free else []
+                taken = await self._on_db(outbox_taking.take_due, free) if free else []
                 failures = 0
             except Exception as exc:
                 failures += 1
@@ -148,8 +149,8 @@ class Sender:
 
     # --- one attempt ----------------------------------------------------------------------------
 
-    async def _deliver(self, due: outbox.Due) -> None:
-        deadline = time.monotonic() + outbox.LEASE_SECONDS - 5
+    async def _deliver(self, due: outbox_taking.Due) -> None:
+        deadline = time.monotonic() + outbox_taking.LEASE_SECONDS - 5
         outcome, kind = await self._attempt(due, deadline)
         latency = None
         if outcome.delivered:
@@ -157,20 +158,22 @@ class Sender:
         figures.attempt(kind, latency)
         for attempt in range(5):
             try:
-                await self._on_db(outbox.record_attempt, due, outcome)
+                await self._on_db(outbox_taking.record_attempt, due, outcome)
                 return
             except Exception as exc:  # the lease runs out and the row is sent again: at least once
                 logger.warning("webhook_record_failed delivery=%s error=%s", due.id, exc)
                 await asyncio.sleep(0.5 * 2**attempt)
 
-    async def _attempt(self, due: outbox.Due, deadline: float) -> tuple[outbox.Outcome, str]:
+    async def _attempt(
+        self, due: outbox_taking.Due, deadline: float
+    ) -> tuple[outbox_taking.Outcome, str]:
         loop = asyncio.get_running_loop()
         try:
             destination = destinations.parse(due.url)
             address = await loop.run_in_executor(None, destinations.resolve_checked, destination)
         except destinations.Refused as exc:
             logger.info("webhook_refused delivery=%s reason=%s", due.id, exc.detail)
-            return outbox.Outcome(error=f"refused: {exc}"), "refused"
+            return outbox_taking.Outcome(error=f"refused: {exc}"), "refused"
         body = due.body
         headers = {
             **signing.headers(due.event_id, timezone.now(), body, due.keys),
@@ -181,7 +184,7 @@ class Sender:
         headers["host"] = url.netloc.decode("ascii")
         extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
         client = self._client(destination, address)
-        timeout = min(outbox.SEND_TIMEOUT_SECONDS, deadline - time.monotonic())
+        timeout = min(outbox_taking.SEND_TIMEOUT_SECONDS, deadline - time.monotonic())
         started = time.monotonic()
         try:
             request = client.build_request(
@@ -194,13 +197,17 @@ class Sender:
             response = await asyncio.wait_for(self._send(client, request), timeout)
         except TimeoutError:
             took = time.monotonic() - started
-            return outbox.Outcome(error=f"timed out after {timeout:.0f} s", seconds=took), "failed"
+            return outbox_taking.Outcome(
+                error=f"timed out after {timeout:.0f} s", seconds=took
+            ), "failed"
         except httpx.HTTPError as exc:
             took = time.monotonic() - started
-            return outbox.Outcome(error=f"{type(exc).__name__}: {exc}", seconds=took), "failed"
+            return outbox_taking.Outcome(
+                error=f"{type(exc).__name__}: {exc}", seconds=took
+            ), "failed"
         status, answer = response
         took = time.monotonic() - started
-        outcome = outbox.Outcome(status_code=status, answer=answer, seconds=took)
+        outcome = outbox_taking.Outcome(status_code=status, answer=answer, seconds=took)
         return outcome, "delivered" if outcome.delivered else "failed"
 
     @staticmethod
@@ -210,9 +217,11 @@ class Sender:
             kept = b""
             async for chunk in response.aiter_bytes():
                 kept += chunk
-                if len(kept) >= outbox.ANSWER_CHARS:
+                if len(kept) >= outbox_taking.ANSWER_CHARS:
                     break
-            return response.status_code, kept[: outbox.ANSWER_CHARS].decode("utf-8", "replace")
+            return response.status_code, kept[: outbox_taking.ANSWER_CHARS].decode(
+                "utf-8", "replace"
+            )
         finally:
             await response.aclose()
 
@@ -226,7 +235,7 @@ class Sender:
                 oldest = self.clients.pop(next(iter(self.clients)))
                 asyncio.get_running_loop().create_task(oldest.aclose())
             client = httpx.AsyncClient(
-                timeout=httpx.Timeout(outbox.SEND_TIMEOUT_SECONDS, connect=5.0),
+                timeout=httpx.Timeout(outbox_taking.SEND_TIMEOUT_SECONDS, connect=5.0),
                 follow_redirects=False,
                 trust_env=False,
                 verify=self.verify,

@@ -1,10 +1,11 @@
 """End to end: submit -> PRINTED through the whole stack (benchmark 1 of docs/PERFORMANCE.md).
 
-Two Daphne nodes of the example project run as a user deploys them (:func:`deployed_env`: the
-docs' Daphne command, the example project's defaults, INFO logging, the 20 s heartbeat) on the
-benchmark's own PostgreSQL (``tests/bench/postgres.py``, with ``pg_stat_statements``) and a Redis
-of its own; ``DEVICES`` devices split over the nodes, jobs submitted through the application API
-(JSON, base64) to the nodes in turn. In one run, side by side:
+Two Daphne nodes of the example project run as a user deploys them
+(:func:`tests.bench.deployed.deployed_env`: the docs' Daphne command, the example project's
+defaults, INFO logging, the 20 s heartbeat) on the benchmark's own PostgreSQL
+(``tests/bench/postgres.py``, with ``pg_stat_statements``) and a Redis of its own; ``DEVICES``
+devices split over the nodes, jobs submitted through the application API (JSON, base64) to the nodes
+in turn. In one run, side by side:
 
 - **push, HTTP agents**: the reference agent (``python -m qprint.agent``, one process per node,
   null spooler, ``--operations http``): woken over the socket, claim, download and events over
@@ -51,10 +52,11 @@ from qprint.models import Device, PrintDocument, PrintJob, PrintJobEvent
 from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
+from tests.bench.deployed import Fleet, agent_args, poller_args, start_nodes
 from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, process_tree
 from tests.bench.postgres import PrivatePostgres
-from tests.processes import ManagedProcess, RedisServer, python
-from tests.qprint.realtime.cluster import Node, database_url_of, node_env
+from tests.processes import ManagedProcess, RedisServer
+from tests.qprint.realtime.cluster import Node, database_url_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -72,49 +74,6 @@ PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
 DOCUMENT = base64.b64encode(b"%PDF-1.4 bench\n" + b"x" * 2000).decode()
 
 
-def deployed_env(url: str, redis_url: str, node_id: str, **extra: str) -> dict[str, str]:
-    """A node's environment as a user deploys the example project (docs/OPERATIONS.md): its
-    defaults (DEBUG off, INFO logging, the psycopg pool, the 20 s heartbeat), only the database,
-    Redis, the secret key, the allowed hosts and the node id set."""
-    env = node_env(url, redis_url, node_id, **extra)
-    for name in ("QPRINT_HEARTBEAT_SECONDS", "LOG_LEVEL", "DEBUG"):
-        if name not in extra:
-            env.pop(name, None)
-    return env
-
-
-class DeployedNode(Node):
-    """A node started with the docs' Daphne command (``--proxy-headers``; bound to loopback)."""
-
-    def __init__(self, node_id: str, env: dict[str, str], proxy_headers: bool = True):
-        super().__init__(node_id, env)
-        args = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
-        if proxy_headers:
-            args.append("--proxy-headers")
-        self.process = ManagedProcess(
-            node_id, python(*args, "example_project.asgi:application"), env
-        )
-
-
-def start_nodes(
-    url: str,
-    redis_url: str,
-    *,
-    as_deployed: bool = True,
-    names: tuple[str, ...] = ("bench-a", "bench-b"),
-) -> list[Node]:
-    """Nodes A and B (or ``names``); ``as_deployed=False``: as this benchmark ran them before
-    (WARNING logs, no ``--proxy-headers``), for the comparison."""
-    extra = {} if as_deployed else {"LOG_LEVEL": "WARNING", "QPRINT_HEARTBEAT_SECONDS": "20"}
-    nodes = [
-        DeployedNode(name, deployed_env(url, redis_url, name, **extra), as_deployed)
-        for name in names
-    ]
-    for n in nodes:
-        n.start()
-    return nodes
-
-
 @pytest.fixture
 def cluster(transactional_db, tmp_path):
     url = database_url_of(connection.settings_dict)
@@ -127,25 +86,6 @@ def cluster(transactional_db, tmp_path):
         for n in nodes:
             n.stop()
         redis.stop()
-
-
-class Fleet:
-    """Agent processes, one per node, each serving its half of the devices."""
-
-    def __init__(self, args_of, nodes, halves, env):
-        self.procs = [
-            ManagedProcess(f"agents-{i}", args_of(node, tokens), env)
-            for i, (node, tokens) in enumerate(zip(nodes, halves, strict=True))
-        ]
-
-    def __enter__(self):
-        for p in self.procs:
-            p.start()
-        return self
-
-    def __exit__(self, *exc):
-        for p in self.procs:
-            p.stop()
 
 
 def ready_count() -> int:
@@ -341,29 +281,6 @@ def profiler(pid: int, name: str) -> ManagedProcess:
     spy.start()
     time.sleep(1)
     return spy
-
-
-def agent_args(tmp_path, operations: str):
-    def args(node, tokens_file):
-        return python(
-            "-m", "qprint.agent", "--url", node.http + "/qprint/",
-            "--tokens-file", str(tokens_file),
-            "--state-dir", str(tmp_path / f"state-{node.node_id}-{operations}"),
-            "--spooler", "null", "--no-report-printers",
-            *(["--operations", operations] if operations != "default" else []),
-        )  # fmt: skip
-
-    return args
-
-
-def poller_args(interval: float):
-    def args(node, tokens_file):
-        return python(
-            "-m", "tests.bench.poller", "--url", node.http + "/qprint/",
-            "--tokens-file", str(tokens_file), "--interval", str(interval),
-        )  # fmt: skip
-
-    return args
 
 
 async def test_end_to_end(cluster, bench_result):

@@ -50,7 +50,7 @@ class CountingDevice(RealDevice):
 def node(transactional_db):
     url = database_url_of(connection.settings_dict)
     redis = RedisServer().start()
-    from tests.bench.bench_e2e import DeployedNode, deployed_env
+    from tests.bench.deployed import DeployedNode, deployed_env
 
     a = DeployedNode("bench-a", deployed_env(url, redis.url, "bench-a"))  # as deployed
     try:

@@ -1,7 +1,7 @@
 """A reconnect storm (benchmark 5 of docs/PERFORMANCE.md): a node with many devices dies, its
 devices move to the other nodes.
 
-Three nodes as deployed (``bench_e2e.start_nodes``' environment; the 20 s heartbeat), a Redis of
+Three nodes as deployed (``deployed.start_nodes``' environment; the 20 s heartbeat), a Redis of
 the bench's own. ``STORM`` devices (clients in this process, ``websockets``) connect to node A, 50
 at a time, and ping on time. Then node A is SIGKILLed: each device, seeing its socket drop,
 reconnects as the agent does (a jittered 0.25-0.5 s first backoff, then doubling up to 5 s),
@@ -29,9 +29,9 @@ import websockets
 from channels.db import database_sync_to_async
 from django.db import connection
 
-from tests.bench.bench_e2e import start_nodes
 from tests.bench.common import make_devices
 from tests.bench.conftest import size
+from tests.bench.deployed import start_nodes
 from tests.bench.machine import process_cpu_seconds
 from tests.bench.postgres import PrivatePostgres
 from tests.processes import RedisServer

@@ -2,10 +2,8 @@
 own state, and what the endpoint refuses."""
 
 import base64
-import uuid
 
 import pytest
-from django.core.management import call_command
 from django.test import override_settings
 from django.urls import reverse
 
@@ -13,46 +11,11 @@ from qprint import api
 from qprint.domain import cloudprnt
 from qprint.models import Device, DevicePrinter, PrintJob, PrintJobEvent, WebhookDelivery
 from qprint.webhooks import endpoints
-from tests.qprint.cloudprnt.simulator import StarPrinter, over_test_client
-from tests.qprint.factories import make_device, make_key
+from tests.qprint.cloudprnt.endpoint import STARPRNT, event_types, job_of, submit
+from tests.qprint.cloudprnt.simulator import StarPrinter
+from tests.qprint.factories import make_key
 
 pytestmark = pytest.mark.django_db
-
-STARPRNT = b"\x1b\x1d\x61\x01Receipt 42\n\x1bd\x02"
-
-
-@pytest.fixture
-def url():
-    return reverse("qprint:cloudprnt")
-
-
-@pytest.fixture
-def made():
-    device, token = api.create_device("acme", "counter", kind="cloudprnt")
-    return device, token
-
-
-@pytest.fixture
-def printer(client, url, made):
-    device, token = made
-    return StarPrinter(over_test_client(client, url), device.name, token)
-
-
-def submit(content=STARPRNT, content_type="application/vnd.star.starprnt", **kwargs):
-    job, _ = api.submit_job("acme", "counter", content, content_type, **kwargs)
-    return job
-
-
-def job_of(job):
-    return PrintJob.objects.get(pk=job.pk)
-
-
-def event_types(job):
-    return list(
-        PrintJobEvent.objects.filter(job_id=job.pk)
-        .order_by("recorded_at", "id")
-        .values_list("type", flat=True)
-    )
 
 
 def test_a_job_goes_claimed_received_printed(printer):
@@ -325,123 +288,6 @@ def test_answers_are_never_cached(printer):
     assert reply.headers["Expires"] == "0"
 
 
-# --- refusals -----------------------------------------------------------------------------------
-
-
-def test_wrong_credentials_are_401_with_a_basic_challenge(printer, client, url):
-    wrong = StarPrinter(printer.send, printer.name, "not-the-token")
-    reply = wrong.poll_raw()
-    assert reply.status == 401
-    assert reply.headers["WWW-Authenticate"].startswith("Basic")
-    assert reply.json()["error"] == "unauthorized"
-    assert client.post(url, b"{}", content_type="application/json").status_code == 401
-    bearer = client.post(
-        url, b"{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {printer.token}"
-    )
-    assert bearer.status_code == 401
-    wrong_name = StarPrinter(printer.send, "someone-else", printer.token)
-    assert wrong_name.poll_raw().status == 401
-    garbled = client.post(
-        url, b"{}", content_type="application/json", HTTP_AUTHORIZATION="Basic %%%"
-    )
-    assert garbled.status_code == 401
-    assert not Device.objects.get(name="counter").printer_mac  # nothing changed
-
-
-def test_an_agent_token_does_not_poll_and_a_printer_token_does_not_claim(client, url, made):
-    agent = make_device("acme", "desk")
-    as_printer = StarPrinter(over_test_client(client, url), "desk", agent.token)
-    assert as_printer.poll_raw().status == 401
-    _, token = made
-    claim = client.post(reverse("qprint:device-claim"), HTTP_AUTHORIZATION=f"Bearer {token}")
-    assert claim.status_code == 401
-
-
-def test_failed_authentications_are_throttled(client, url, printer):
-    with override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 3}):
-        for n in range(3):
-            assert StarPrinter(printer.send, printer.name, f"guess-{n}").poll_raw().status == 401
-        throttled = StarPrinter(printer.send, printer.name, "guess-again").poll_raw()
-        assert throttled.status == 429
-        assert "Retry-After" in throttled.headers
-
-
-@pytest.mark.parametrize(
-    ("body", "status", "error"),
-    [
-        (b"not json", 400, "invalid_poll"),
-        (b"[1, 2]", 400, "invalid_poll"),
-        (b'{"statusCode": "200 OK"}', 400, "invalid_poll"),
-        (b'{"printerMAC": "nonsense"}', 400, "invalid_poll"),
-        (b'{"printerMAC": "00:11:62:00:00:01", "clientAction": 7}', 400, "invalid_poll"),
-        (b'{"printerMAC": "00:11:62:00:00:01", "printingInProgress": "yes"}', 400, "invalid_poll"),
-        (b"\xff\xfe", 400, "invalid_poll"),
-        (b"{" + b'"x": "' + b"a" * 20000 + b'"}', 413, "request_too_large"),
-    ],
-)
-def test_hostile_polls_get_clear_errors_and_change_nothing(printer, body, status, error):
-    job = submit()
-    reply = printer.send("POST", {}, body, {**printer.headers, "Content-Type": "application/json"})
-    assert reply.status == status
-    assert reply.json()["error"] == error
-    assert job_of(job).status == "QUEUED"
-    device = Device.objects.get(name="counter")
-    assert device.printer_mac == "" and device.connection_id is None
-
-
-def test_other_methods_are_405(client, url):
-    assert client.put(url).status_code == 405
-
-
-def test_the_create_command_prints_the_printer_settings_and_the_token_last(capsys):
-    call_command(
-        "qprint_device",
-        "create",
-        "--tenant",
-        "acme",
-        "--name",
-        "bar",
-        "--kind",
-        "cloudprnt",
-        "--server",
-        "https://print.example.com",
-    )
-    lines = capsys.readouterr().out.strip().splitlines()
-    text = "\n".join(lines)
-    assert "https://print.example.com/qprint/cloudprnt/" in text or "/cloudprnt/" in text
-    assert "HTTP Basic" in text
-    assert "User name:               bar" in text
-    device = Device.objects.get(name="bar")
-    assert device.kind == "cloudprnt"
-    token = lines[-1]
-    from qprint.domain import credentials
-
-    assert credentials.hash_secret(token) == device.token_hash
-
-
-def test_the_device_object_names_its_kind(client, made):
-    key = make_key()
-    response = client.get(reverse("qprint:device-detail", args=["counter"]), **key.auth)
-    assert response.json()["kind"] == "cloudprnt"
-    make_device("acme", "desk")
-    listed = client.get(reverse("qprint:devices"), **key.auth).json()
-    kinds = {d["name"]: d["kind"] for d in listed.get("devices", listed.get("results", []))}
-    assert kinds == {"counter": "cloudprnt", "desk": "agent"}
-
-
-def test_an_unknown_kind_is_refused():
-    with pytest.raises(Exception) as refused:
-        api.create_device("acme", "x", kind="carrier-pigeon")
-    assert refused.value.code == "invalid"
-
-
-def test_a_token_is_a_uuid_or_404(printer):
-    submit()
-    printer.poll()
-    assert printer.fetch("not-a-uuid", "application/vnd.star.starprnt").status == 404
-    assert printer.fetch(str(uuid.uuid4()), "application/vnd.star.starprnt").status == 404
-
-
 # --- rendered for the printer -------------------------------------------------------------------
 
 
@@ -499,24 +345,6 @@ def test_a_jpeg_is_offered_as_it_is_and_as_png(printer, stop_render_workers):
     assert Image.open(io.BytesIO(reply.body)).width == 576
 
 
-def test_one_wrong_token_from_many_addresses_is_throttled_by_its_prefix(client, url, printer):
-    wrong = base64.b64encode(f"counter:{printer.token[:10]}-guess".encode()).decode()
-    statuses = []
-    with override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 5}):
-        for n in range(8):
-            response = client.post(
-                url,
-                b"{}",
-                content_type="application/json",
-                HTTP_AUTHORIZATION=f"Basic {wrong}",
-                REMOTE_ADDR=f"192.0.2.{n + 1}",
-            )
-            statuses.append(response.status_code)
-    assert statuses[:5] == [401] * 5
-    assert set(statuses[5:]) == {429}
-    assert not Device.objects.get(name="counter").printer_mac
-
-
 def test_the_admin_makes_a_cloudprnt_device_and_lists_its_kind_and_printer(admin_client, printer):
     answer = admin_client.post(
         reverse("admin:qprint_device_add"),
@@ -557,18 +385,3 @@ def test_metrics_count_printers_by_state_and_requests_by_answer(printer):
     exposed = generate_latest(instruments.PROCESS).decode()
     assert 'qprint_cloudprnt_requests_total{answer="none",request="poll",status="200"}' in exposed
     assert 'answer="unauthorized",request="poll",status="401"' in exposed
-
-
-def test_another_printer_gets_the_answer_for_a_job_that_does_not_exist(client, url, printer):
-    job = submit()
-    token = printer.poll()["jobToken"]
-    _, other_token = api.create_device("other", "bar", kind="cloudprnt")
-    other = StarPrinter(over_test_client(client, url), "bar", other_token, mac="00:11:62:99:99:99")
-    other.poll()
-    fetched = other.fetch(token, "application/vnd.star.starprnt")
-    confirmed = other.confirm(token, "410 Out of paper")
-    absent = other.fetch(str(uuid.uuid4()), "application/vnd.star.starprnt")
-    assert (fetched.status, fetched.json()) == (absent.status, absent.json())
-    assert confirmed.status == 404
-    assert job_of(job).status == "CLAIMED"
-    assert printer.fetch(token, "application/vnd.star.starprnt").status == 200

@@ -1,6 +1,6 @@
 """Real devices and real nodes for the multi-node tests: WebSocket clients (``websockets``), HTTP
 calls (``httpx``) and Daphne nodes of the example project on the test database and a Redis of the
-test's own."""
+test's own; the waits on a device's row and a node's bus they share."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import websockets
 
+from qprint.models import Device
 from tests.processes import (
     REPO_ROOT,
     ManagedProcess,
@@ -297,3 +298,20 @@ class Http:
 
     async def close(self) -> None:
         await self.client.aclose()
+
+
+def bus_is_up(node: Node) -> bool:
+    """What the node's /metrics says of its bus (its probe passes)."""
+    from tests.exposition import value
+
+    return value(httpx.get(f"{node.http}/metrics", timeout=10).text, "qprint_bus_up") == 1
+
+
+def row(device_id: int) -> Device:
+    return Device.objects.get(pk=device_id)
+
+
+async def ready(device: Device) -> None:
+    await eventually(
+        lambda: row(device.pk).connection_ready, 10, f"{device.name} ready", database=True
+    )

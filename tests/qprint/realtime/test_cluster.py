@@ -6,7 +6,6 @@ The nodes and Redis start once per module; each test makes its own devices. Hear
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -18,6 +17,8 @@ from tests.qprint.realtime.cluster import (
     Node,
     RealDevice,
     node_env,
+    ready,
+    row,
     two_nodes,
     upgrade_status,
 )
@@ -32,25 +33,6 @@ HEARTBEAT = 1.0
 def nodes(redis, database_url, django_db_blocker):
     with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
         yield both
-
-
-def bus_is_up(node: Node) -> bool:
-    """What the node's /metrics says of its bus (its probe passes)."""
-    import httpx
-
-    from tests.exposition import value
-
-    return value(httpx.get(f"{node.http}/metrics", timeout=10).text, "qprint_bus_up") == 1
-
-
-def row(device_id: int) -> Device:
-    return Device.objects.get(pk=device_id)
-
-
-async def ready(device: Device) -> None:
-    await eventually(
-        lambda: row(device.pk).connection_ready, 10, f"{device.name} ready", database=True
-    )
 
 
 # -- wakeups and the claim gate across nodes ------------------------------------------------
@@ -204,103 +186,6 @@ async def test_new_connection_on_b_replaces_one_on_a(nodes, devices):
         assert str(d.connection_id) == second.hello["connection_id"]
     finally:
         await second.close()
-
-
-async def test_replacement_with_redis_down_closes_old_socket_on_its_next_frame(
-    nodes, devices, redis_restored
-):
-    a, b = nodes
-    device, first = await devices("desk-replace-down")
-    await first.connect(a.ws)
-    await ready(device)
-    redis_restored.stop()
-    second = RealDevice(first.token)
-    try:
-        await second.connect(b.ws)
-        assert await first.wait_closed(3 * HEARTBEAT + 3) == 4000
-        d = await database_sync_to_async(row)(device.pk)
-        assert str(d.connection_id) == second.hello["connection_id"]
-        assert not second.closed.is_set()
-    finally:
-        await second.close()
-
-
-# -- Redis outages ------------------------------------------------------------------------------
-
-
-async def test_job_submitted_on_a_with_redis_down_is_found_on_next_heartbeat(
-    nodes, devices, http, redis_restored
-):
-    a, b = nodes
-    device, real = await devices("desk-nobus")
-    await real.connect(b.ws)
-    await ready(device)
-    redis_restored.stop()
-    submitted = await http.submit(a, "desk-nobus")
-    assert submitted.status_code == 201
-    started = time.monotonic()
-    await real.frame("wake", timeout=10)
-    # The bound: one heartbeat (the next ping), plus the time to answer it.
-    assert time.monotonic() - started <= HEARTBEAT + 1.5
-    assert (await http.claim(a, real.token)).json()["job_id"] == submitted.json()["id"]
-
-
-async def test_redis_down_longer_than_ten_seconds_closes_no_socket(
-    nodes, devices, http, redis_restored
-):
-    a, b = nodes
-    reals = []
-    for i, node in enumerate((a, b, a, b)):
-        device, real = await devices(f"desk-outage-{i}")
-        await real.connect(node.ws)
-        await ready(device)
-        reals.append((device, real))
-    redis_restored.stop()
-    await asyncio.sleep(11)  # the outage itself: what is tested is that nothing happens
-    assert [r.close_code for _, r in reals] == [None] * 4
-    assert not any(r.closed.is_set() for _, r in reals)
-    redis_restored.start()
-    # Wakeups flow again without reconnecting: a job on A wakes each device.
-    for device, real in reals:
-        assert (await http.submit(a, device.name)).status_code == 201
-        await real.frame("wake")
-    assert not any(r.closed.is_set() for _, r in reals)
-
-
-async def test_redis_restart_reconciles_every_connection_on_each_node(
-    nodes, devices, http, redis_restored
-):
-    a, b = nodes
-    reals = []
-    for i, node in enumerate((a, b)):
-        device, real = await devices(f"desk-reconcile-{i}")
-        await real.connect(node.ws)
-        await ready(device)
-        reals.append((device, real))
-    # A previous outage may not be over for the nodes yet: start from a bus they see up.
-    for node in (a, b):
-        await eventually(
-            lambda node=node: bus_is_up(node), 30, f"{node.node_id} bus up", database=True
-        )
-    mark = {n.node_id: len(n.log()) for n in (a, b)}
-    redis_restored.stop()
-    await eventually(
-        lambda: all("bus_down" in n.log()[mark[n.node_id] :] for n in (a, b)),
-        30,
-        "bus_down",
-        database=True,
-    )
-    redis_restored.start()
-    await eventually(
-        lambda: all("bus_up sockets=" in n.log()[mark[n.node_id] :] for n in (a, b)),
-        30,
-        "bus_up on both nodes",
-        database=True,
-    )
-    # After the reconcile, wakeups cross the bus again.
-    for device, real in reals:
-        assert (await http.submit(b, device.name)).status_code == 201
-        await real.frame("wake")
 
 
 # -- upgrade answers ------------------------------------------------------------------------------

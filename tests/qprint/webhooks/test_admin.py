@@ -8,7 +8,7 @@ from django.contrib.auth.models import Permission, User
 from django.urls import reverse
 
 from qprint.models import DeliveryStatus, WebhookDelivery
-from qprint.webhooks import endpoints, outbox
+from qprint.webhooks import endpoints, outbox_taking
 
 pytestmark = pytest.mark.django_db
 
@@ -29,11 +29,11 @@ def staff(client, *codenames: str) -> User:
 def failed(loopback_allowed):
     endpoint, secret = endpoints.create_endpoint("acme", "http://127.0.0.1:9/hooks")
     delivery = endpoints.send_test(endpoint)
-    (due,) = outbox.take_due(1)
+    (due,) = outbox_taking.take_due(1)
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        created_at=delivery.created_at - outbox.RETRY_FOR
+        created_at=delivery.created_at - outbox_taking.RETRY_FOR
     )
-    outbox.record_attempt(due, outbox.Outcome(status_code=502, answer="bad gateway"))
+    outbox_taking.record_attempt(due, outbox_taking.Outcome(status_code=502, answer="bad gateway"))
     return endpoint, secret, WebhookDelivery.objects.get(pk=delivery.pk)
 
 
@@ -65,4 +65,4 @@ def test_retry_sends_a_failed_delivery_again_for_staff_who_may_change_deliveries
     assert [str(m) for m in answer.context["messages"]] == ["1 delivery will be sent again."]
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.PENDING
-    assert [d.id for d in outbox.take_due(10)] == [delivery.pk]
+    assert [d.id for d in outbox_taking.take_due(10)] == [delivery.pk]

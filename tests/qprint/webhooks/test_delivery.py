@@ -16,7 +16,7 @@ from qprint.domain import events
 from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, PrintJob, WebhookDelivery
 from qprint.models.serializers import device_object, job_object
-from qprint.webhooks import endpoints, outbox
+from qprint.webhooks import endpoints, outbox, outbox_taking
 from tests.qprint.factories import connect, make_device
 from tests.qprint.webhooks.conftest import LOOPBACK
 from tests.waiting import wait_until
@@ -94,8 +94,8 @@ def test_a_rolled_back_change_announces_nothing(endpoint, receiver, start_sender
 def test_a_receiver_that_is_down_gets_every_event_after_it_comes_back(
     endpoint, receiver, start_sender, monkeypatch
 ):
-    monkeypatch.setattr(outbox, "BACKOFF_BASE_SECONDS", 0.2)
-    monkeypatch.setattr(outbox, "MAX_BACKOFF_SECONDS", 1.0)
+    monkeypatch.setattr(outbox_taking, "BACKOFF_BASE_SECONDS", 0.2)
+    monkeypatch.setattr(outbox_taking, "MAX_BACKOFF_SECONDS", 1.0)
     port = receiver.port
     receiver.stop()  # nothing listens: connection refused
     device = connect(make_device().device)
@@ -121,7 +121,7 @@ def test_a_receiver_that_is_down_gets_every_event_after_it_comes_back(
 
 
 def test_a_failing_answer_is_retried_and_recorded(endpoint, receiver, start_sender, monkeypatch):
-    monkeypatch.setattr(outbox, "BACKOFF_BASE_SECONDS", 0.2)
+    monkeypatch.setattr(outbox_taking, "BACKOFF_BASE_SECONDS", 0.2)
     receiver.status = 500
     endpoints.send_test(endpoint)
     start_sender(poll_seconds=0.2)
@@ -142,15 +142,15 @@ def test_a_delivery_failing_for_three_days_is_marked_failed(endpoint, receiver):
     receiver.status = 503
     delivery = endpoints.send_test(endpoint)
     WebhookDelivery.objects.filter(pk=delivery.pk).update(
-        created_at=delivery.created_at - outbox.RETRY_FOR
+        created_at=delivery.created_at - outbox_taking.RETRY_FOR
     )
-    (due,) = outbox.take_due(10)
-    assert outbox.record_attempt(due, outbox.Outcome(status_code=503, answer="busy"))
+    (due,) = outbox_taking.take_due(10)
+    assert outbox_taking.record_attempt(due, outbox_taking.Outcome(status_code=503, answer="busy"))
     delivery.refresh_from_db()
     assert delivery.status == DeliveryStatus.FAILED
-    assert outbox.take_due(10) == []
+    assert outbox_taking.take_due(10) == []
     assert outbox.retry([delivery.pk]) == 1  # the admin's retry
-    assert [d.id for d in outbox.take_due(10)] == [delivery.pk]
+    assert [d.id for d in outbox_taking.take_due(10)] == [delivery.pk]
 
 
 def test_two_senders_never_send_the_same_row_at_the_same_moment(endpoint, receiver, start_sender):
@@ -186,7 +186,7 @@ def test_concurrent_takers_get_disjoint_rows(endpoint):
     def take():
         barrier.wait()
         try:
-            taken.append([d.id for d in outbox.take_due(15)])
+            taken.append([d.id for d in outbox_taking.take_due(15)])
         finally:
             connection.close()
 

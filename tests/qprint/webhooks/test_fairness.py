@@ -13,7 +13,7 @@ from django.urls import reverse
 
 from qprint.core.conf import qprint_settings
 from qprint.models import DeliveryStatus, WebhookDelivery, WebhookEndpoint
-from qprint.webhooks import destinations, endpoints, outbox
+from qprint.webhooks import destinations, endpoints, outbox, outbox_taking
 from tests.qprint.factories import make_key
 from tests.qprint.webhooks.conftest import LOOPBACK
 from tests.qprint.webhooks.receiver import Receiver
@@ -34,7 +34,7 @@ def test_the_take_serves_every_endpoint_before_a_second_row_of_any(loopback_allo
         for _ in range(20):
             outbox.announce_test(endpoint)
     quiet = outbox.announce_test(endpoint_of("quiet", receiver))  # due last of all
-    taken = outbox.take_due(3)
+    taken = outbox_taking.take_due(3)
     assert quiet.pk in {d.id for d in taken}
     assert sorted(str(d.endpoint_id) for d in taken if d.id != quiet.pk) == sorted(
         str(e.pk) for e in noisy
@@ -53,13 +53,14 @@ def test_no_endpoint_nor_tenant_has_more_than_its_cap_in_flight(loopback_allowed
         for endpoint in (first, second):
             for _ in range(10):
                 outbox.announce_test(endpoint)
-        taken = outbox.take_due(16) + outbox.take_due(16)  # the second take sees the first's rows
+        # the second take sees the first's rows
+        taken = outbox_taking.take_due(16) + outbox_taking.take_due(16)
         assert len(taken) == 3
         by_endpoint = [sum(d.endpoint_id == e.pk for d in taken) for e in (first, second)]
         assert max(by_endpoint) == 2
         (due,) = [d for d in taken if d.endpoint_id == first.pk][:1]
-        outbox.record_attempt(due, outbox.Outcome(status_code=200, seconds=0.01))
-        assert len(outbox.take_due(16)) == 1  # one row done: room for one more
+        outbox_taking.record_attempt(due, outbox_taking.Outcome(status_code=200, seconds=0.01))
+        assert len(outbox_taking.take_due(16)) == 1  # one row done: room for one more
 
 
 def test_a_tenant_whose_receivers_hang_does_not_hold_up_another_tenants_delivery(
@@ -116,12 +117,12 @@ def test_a_slow_endpoint_is_held_back_and_a_fast_answer_lets_it_go(
         assert slow.slow_attempts == 1 and slow.backoff_until is not None
         held = outbox.announce_test(slow)
         free = outbox.announce_test(other)
-        assert [d.id for d in outbox.take_due(10)] == [free.pk]  # the slow one waits
+        assert [d.id for d in outbox_taking.take_due(10)] == [free.pk]  # the slow one waits
         # Its pause over, it is taken again; a fast answer clears its record.
         WebhookEndpoint.objects.filter(pk=slow.pk).update(backoff_until=Now())
-        (due,) = outbox.take_due(10)
+        (due,) = outbox_taking.take_due(10)
         assert due.id == held.pk
-        outbox.record_attempt(due, outbox.Outcome(status_code=204, seconds=0.01))
+        outbox_taking.record_attempt(due, outbox_taking.Outcome(status_code=204, seconds=0.01))
         slow.refresh_from_db()
         assert (slow.slow_attempts, slow.backoff_until) == (0, None)
         assert WebhookDelivery.objects.get(pk=held.pk).status == DeliveryStatus.DELIVERED

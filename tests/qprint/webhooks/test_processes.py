@@ -13,7 +13,7 @@ from qprint import api
 from qprint.domain import events
 from qprint.domain.claim import claim_next_job
 from qprint.models import DeliveryStatus, WebhookDelivery
-from qprint.webhooks import endpoints, outbox
+from qprint.webhooks import endpoints, outbox_taking
 from tests.processes import ManagedProcess, manage, wait_for_other_sessions_to_end
 from tests.qprint.factories import connect, make_device
 from tests.waiting import wait_until
@@ -85,7 +85,7 @@ def test_a_node_killed_while_sending_leaves_the_delivery_to_another_node(
     second = node("b")
     wait_until(
         lambda: receiver.ok(),
-        outbox.LEASE_SECONDS + 30,
+        outbox_taking.LEASE_SECONDS + 30,
         message=f"node b delivering ({second.log_path})",
     )
     (delivered,) = receiver.ok()

@@ -1,0 +1,118 @@
+"""The device session's operations and pushed assignments (docs/PROTOCOL.md, "Operations over
+the socket" and "Pushed assignments"): parsing a ``claim``, ``event`` or ``command_result`` frame
+into an :class:`~qprint.realtime.frames.OperationRequest`, the frame that answers or refuses it,
+and when a push follows. Part of :class:`qprint.realtime.session.DeviceSession` (a mixin of it),
+kept apart because it is the request/answer half of the session, not its connection state. No
+I/O, nothing of Django.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from qprint.core import wire
+from qprint.realtime.frames import OperationRequest, ProtocolError
+
+#: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
+_EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
+#: Event types after which the device's held job has left CLAIMED (the next one may be pushed).
+_RELEASING_EVENTS = frozenset({"RECEIVED", "PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED"})
+
+
+class SessionOperations:
+    """The operations and pushes of one connection (mixed into the device session)."""
+
+    #: Push mode: the most bytes of a document sent inline (None: the device claims itself).
+    push_inline_max: int | None
+    #: The job last pushed on this connection (pushed again only on the next connection).
+    pushed_job: str | None
+
+    # -- operations (docs/PROTOCOL.md, "Operations over the socket") -----------------------------
+
+    @staticmethod
+    def operation(frame: dict[str, Any]) -> OperationRequest:
+        """The request in a ``claim``, ``event`` or ``command_result`` frame. A malformed one
+        (no valid ``request_id``, no job or command id) is a :class:`ProtocolError`; what the
+        body says is the domain's to judge, and a refusal is an answer."""
+        request_id = frame.get("request_id")
+        if not isinstance(request_id, str) or not 0 < len(request_id) <= wire.MAX_REQUEST_ID:
+            raise ProtocolError(
+                f"request_id must be a string of 1 to {wire.MAX_REQUEST_ID} characters"
+            )
+        kind = frame["type"]
+        if kind == wire.CLAIM:
+            return OperationRequest(wire.CLAIM, request_id)
+        if kind == wire.EVENT:
+            job_id = frame.get("job_id")
+            if not isinstance(job_id, str) or not job_id:
+                raise ProtocolError("an event frame names its job_id (a string)")
+            body = {name: frame[name] for name in _EVENT_FIELDS if name in frame}
+            if "event_type" in frame:
+                body["type"] = frame["event_type"]
+            return OperationRequest(wire.EVENT, request_id, job_id, body)
+        command_id = frame.get("command_id")
+        if not isinstance(command_id, str) or not command_id:
+            raise ProtocolError("a command_result frame names its command_id (a string)")
+        body = {name: frame[name] for name in ("status", "result") if name in frame}
+        return OperationRequest(wire.COMMAND_RESULT, request_id, command_id, body)
+
+    @staticmethod
+    def answer(request: OperationRequest, status: int, body: dict[str, Any] | None) -> dict:
+        """The frame answering ``request`` with the HTTP API's status and body (None: 204)."""
+        rid = request.request_id
+        if request.operation == wire.CLAIM:
+            if body is None:
+                return {"type": wire.NOTHING, "request_id": rid}
+            return {**body, "type": wire.ASSIGNMENT, "request_id": rid}
+        if request.operation == wire.EVENT:
+            return {"type": wire.EVENT_RECORDED, "request_id": rid, "status": status, "event": body}
+        return {"type": wire.COMMAND_RECORDED, "request_id": rid, "status": status, "command": body}
+
+    def pushes_after(self, request: OperationRequest) -> bool:
+        """Whether this connection will push once ``request`` is answered (before it runs): in
+        push mode, an event that may release the job last pushed (RECEIVED or final). The event
+        then needs no wakeup of the device: this connection claims the next job itself."""
+        return (
+            self.push_inline_max is not None
+            and request.operation == wire.EVENT
+            and request.target == self.pushed_job
+            and request.body.get("type") in _RELEASING_EVENTS
+        )
+
+    def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
+        """Whether to push once ``request`` was answered with ``body``: in push mode, when the
+        device's RECEIVED or final event for the job last pushed is recorded, that job has left
+        CLAIMED and the next one may go out at once. Once: the job is no longer the one held
+        (its later events push nothing; the claim that follows names the next one)."""
+        if not self.pushes_after(request) or (body or {}).get("job_status") == "CLAIMED":
+            return False
+        self.pushed_job = None
+        return True
+
+    @staticmethod
+    def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:
+        """The ``refused`` frame: the HTTP status and error the HTTP API would have answered. The
+        socket stays open."""
+        return {
+            "type": wire.REFUSED,
+            "request_id": request.request_id,
+            "status": status,
+            "error": code,
+            "message": message,
+        }
+
+    # -- pushed assignments (docs/PROTOCOL.md, "Pushed assignments") ------------------------------
+
+    def pushed(self, body: dict[str, Any], document: bytes | None) -> dict[str, Any]:
+        """The ``assignment`` frame of a claim made for the device: the HTTP assignment body, and
+        the document inline when the driver read it (its size within ``inline_max_bytes``)."""
+        self.pushed_job = body["job_id"]
+        frame = {**body, "type": wire.ASSIGNMENT, "pushed": True}
+        if document is not None:
+            frame["document_base64"] = base64.b64encode(document).decode("ascii")
+        return frame
+
+    def inline(self, size: int) -> bool:
+        """Whether a pushed document of ``size`` bytes travels inline."""
+        return self.push_inline_max is not None and size <= self.push_inline_max

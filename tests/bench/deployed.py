@@ -1,0 +1,94 @@
+"""The benchmarks' processes as a user deploys them: Daphne nodes of the example project with the
+docs' command and its defaults (:func:`start_nodes`), and fleets of agent processes, one per node
+(the reference agent, :func:`agent_args`, or the polling client, :func:`poller_args`). Used by
+the end-to-end, idle and storm benchmarks."""
+
+from __future__ import annotations
+
+from tests.processes import ManagedProcess, python
+from tests.qprint.realtime.cluster import Node, node_env
+
+
+def deployed_env(url: str, redis_url: str, node_id: str, **extra: str) -> dict[str, str]:
+    """A node's environment as a user deploys the example project (docs/OPERATIONS.md): its
+    defaults (DEBUG off, INFO logging, the psycopg pool, the 20 s heartbeat), only the database,
+    Redis, the secret key, the allowed hosts and the node id set."""
+    env = node_env(url, redis_url, node_id, **extra)
+    for name in ("QPRINT_HEARTBEAT_SECONDS", "LOG_LEVEL", "DEBUG"):
+        if name not in extra:
+            env.pop(name, None)
+    return env
+
+
+class DeployedNode(Node):
+    """A node started with the docs' Daphne command (``--proxy-headers``; bound to loopback)."""
+
+    def __init__(self, node_id: str, env: dict[str, str], proxy_headers: bool = True):
+        super().__init__(node_id, env)
+        args = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        if proxy_headers:
+            args.append("--proxy-headers")
+        self.process = ManagedProcess(
+            node_id, python(*args, "example_project.asgi:application"), env
+        )
+
+
+def start_nodes(
+    url: str,
+    redis_url: str,
+    *,
+    as_deployed: bool = True,
+    names: tuple[str, ...] = ("bench-a", "bench-b"),
+) -> list[Node]:
+    """Nodes A and B (or ``names``); ``as_deployed=False``: as this benchmark ran them before
+    (WARNING logs, no ``--proxy-headers``), for the comparison."""
+    extra = {} if as_deployed else {"LOG_LEVEL": "WARNING", "QPRINT_HEARTBEAT_SECONDS": "20"}
+    nodes = [
+        DeployedNode(name, deployed_env(url, redis_url, name, **extra), as_deployed)
+        for name in names
+    ]
+    for n in nodes:
+        n.start()
+    return nodes
+
+
+class Fleet:
+    """Agent processes, one per node, each serving its half of the devices."""
+
+    def __init__(self, args_of, nodes, halves, env):
+        self.procs = [
+            ManagedProcess(f"agents-{i}", args_of(node, tokens), env)
+            for i, (node, tokens) in enumerate(zip(nodes, halves, strict=True))
+        ]
+
+    def __enter__(self):
+        for p in self.procs:
+            p.start()
+        return self
+
+    def __exit__(self, *exc):
+        for p in self.procs:
+            p.stop()
+
+
+def agent_args(tmp_path, operations: str):
+    def args(node, tokens_file):
+        return python(
+            "-m", "qprint.agent", "--url", node.http + "/qprint/",
+            "--tokens-file", str(tokens_file),
+            "--state-dir", str(tmp_path / f"state-{node.node_id}-{operations}"),
+            "--spooler", "null", "--no-report-printers",
+            *(["--operations", operations] if operations != "default" else []),
+        )  # fmt: skip
+
+    return args
+
+
+def poller_args(interval: float):
+    def args(node, tokens_file):
+        return python(
+            "-m", "tests.bench.poller", "--url", node.http + "/qprint/",
+            "--tokens-file", str(tokens_file), "--interval", str(interval),
+        )  # fmt: skip
+
+    return args
