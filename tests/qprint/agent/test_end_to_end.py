@@ -130,7 +130,8 @@ def test_an_agent_behind_tls_sends_nothing_in_the_clear_and_prints(
 ):
     """``wss://`` through a TLS front (a proxy terminating TLS for the node): the claim comes over
     the socket, its document URL is resolved against the agent's own ``https`` base, so the
-    document and the token travel over TLS only."""
+    document and the token travel over TLS only. Socket operations without push, so that the
+    document is downloaded (a pushed one would come inline on the socket)."""
     certs = tmp_path / "certs"
     certs.mkdir()
     cert, key = certificate("localhost", certs)
@@ -141,6 +142,7 @@ def test_an_agent_behind_tls_sends_nothing_in_the_clear_and_prints(
             f"wss://localhost:{front.port}/qprint/",
             tenant["token"],
             *("--spooler", "directory", "--spool-dir", str(spool)),
+            *("--operations", "socket"),
             env={"SSL_CERT_FILE": str(cert)},
         )
         document = minimal_pdf("over TLS")
