@@ -95,25 +95,34 @@ class RecordingPrinter:
         self.server.close()
 
 
-def print_raw(mount: str, tenant: str, device: str, data: bytes, agent, timeout: float = 30):
-    """Submit ``data`` (ZPL) to ``tenant``/``device`` through the application API at ``mount``
-    (``http://host:port/qprint/``) and wait until the job is PRINTED."""
+def submit_raw(
+    mount: str, key: str, device: str, document: bytes, *, http_timeout: float = 60, **fields
+):
+    """Submit ``document`` as ZPL to ``device`` through the application API at ``mount``
+    (``http://host:port/qprint/``) with the application key ``key``; the HTTP response."""
     import httpx
 
-    from qprint import api
-    from tests.processes import wait_until
-
-    _, key = api.create_application_key(tenant, f"raw-{device}")
-    response = httpx.post(
+    return httpx.post(
         mount + "api/v1/jobs",
         headers={"Authorization": f"Bearer {key}"},
         json={
             "device": device,
             "content_type": "application/vnd.zebra-zpl",
-            "content_base64": base64.b64encode(data).decode(),
+            "content_base64": base64.b64encode(document).decode(),
+            **fields,
         },
-        timeout=10,
+        timeout=http_timeout,
     )
+
+
+def print_raw(mount: str, tenant: str, device: str, data: bytes, agent, timeout: float = 30):
+    """Submit ``data`` (ZPL) to ``tenant``/``device`` through the application API at ``mount``
+    (``http://host:port/qprint/``) and wait until the job is PRINTED."""
+    from qprint import api
+    from tests.waiting import wait_until
+
+    _, key = api.create_application_key(tenant, f"raw-{device}")
+    response = submit_raw(mount, key, device, data, http_timeout=10)
     assert response.status_code == 201, response.text
     job_id = response.json()["id"]
     wait_until(

@@ -5,7 +5,6 @@ journal was lost while a job was RECEIVED reports it OUTCOME_UNKNOWN after recon
 
 # ruff: noqa: F401, F811  - the fixtures of test_end_to_end are imported, then named as arguments
 
-import base64
 import shutil
 import socket
 import threading
@@ -13,26 +12,11 @@ import threading
 import httpx
 import pytest
 
-from tests.qprint.agent.raw import StallingPrinter
+from tests.qprint.agent.raw import StallingPrinter, submit_raw
 from tests.qprint.agent.test_end_to_end import job_status, node, start_agent, tenant, wait_final
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
-
-
-def submit_raw(base: str, key: str, device: str, document: bytes, **fields) -> dict:
-    response = httpx.post(
-        base + "api/v1/jobs",
-        headers={"Authorization": f"Bearer {key}"},
-        json={
-            "device": device,
-            "content_type": "application/vnd.zebra-zpl",
-            "content_base64": base64.b64encode(document).decode(),
-            **fields,
-        },
-        timeout=60,
-    )
-    return response
 
 
 class RecordingPrinter:
