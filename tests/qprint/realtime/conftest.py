@@ -16,6 +16,7 @@ from qprint import api
 from qprint.models import Device
 from qprint.realtime import bus, drain, socket_db
 from qprint.routing import websocket_urlpatterns
+from tests.qprint.realtime.cluster import two_nodes
 
 SOCKET_PATH = "/qprint/ws/device/"
 
@@ -69,6 +70,14 @@ def database_url(django_db_setup, django_db_blocker):
 
     with django_db_blocker.unblock():
         return database_url_of(connection.settings_dict)
+
+
+@pytest.fixture(scope="module")
+def nodes(redis, database_url, django_db_blocker):
+    """Two real nodes of the example project over the module's Redis and the test database (a
+    module that needs other settings defines its own)."""
+    with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
+        yield both
 
 
 @pytest.fixture

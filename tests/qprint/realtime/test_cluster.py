@@ -19,7 +19,6 @@ from tests.qprint.realtime.cluster import (
     node_env,
     ready,
     row,
-    two_nodes,
     upgrade_status,
 )
 from tests.waiting import eventually
@@ -27,12 +26,6 @@ from tests.waiting import eventually
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HEARTBEAT = 1.0
-
-
-@pytest.fixture(scope="module")
-def nodes(redis, database_url, django_db_blocker):
-    with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
-        yield both
 
 
 # -- wakeups and the claim gate across nodes ------------------------------------------------

@@ -18,19 +18,12 @@ from tests.qprint.realtime.cluster import (
     bus_is_up,
     ready,
     row,
-    two_nodes,
 )
 from tests.waiting import eventually
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 HEARTBEAT = 1.0
-
-
-@pytest.fixture(scope="module")
-def nodes(redis, database_url, django_db_blocker):
-    with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
-        yield both
 
 
 async def test_replacement_with_redis_down_closes_old_socket_on_its_next_frame(

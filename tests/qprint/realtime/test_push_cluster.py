@@ -11,18 +11,12 @@ import hashlib
 import pytest
 
 from qprint.models import Device, PrintJob
-from tests.qprint.realtime.cluster import RealDevice, eventually, two_nodes
+from tests.qprint.realtime.cluster import RealDevice, eventually
 from tests.qprint.realtime.conftest import event_frame
 
 pytestmark = [pytest.mark.services, pytest.mark.slow, pytest.mark.django_db(transaction=True)]
 
 INLINE = 4096
-
-
-@pytest.fixture(scope="module")
-def nodes(redis, database_url, django_db_blocker):
-    with two_nodes(database_url, redis.url, django_db_blocker=django_db_blocker) as both:
-        yield both
 
 
 def job_row(job_id: str) -> PrintJob:
