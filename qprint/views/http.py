@@ -81,7 +81,7 @@ def client_address(request: HttpRequest) -> str:
     )
 
 
-def _serve(
+def serve(
     view: Callable[..., HttpResponse],
     authenticate: Callable[[HttpRequest], Any],
     request: HttpRequest,
@@ -113,10 +113,6 @@ def _serve(
         )
 
 
-#: The same answer for another transport of HTTP (the CloudPRNT endpoint).
-serve = _serve
-
-
 def _not_allowed(request: HttpRequest, allowed: tuple[str, ...]) -> HttpResponse | None:
     if request.method in allowed:
         return None
@@ -142,7 +138,7 @@ def _endpoint(
                 refused = _not_allowed(request, allowed)
                 if refused is not None:
                     return refused
-                return await executor.http.run(_serve, view, authenticate, request, args, kwargs)
+                return await executor.http.run(serve, view, authenticate, request, args, kwargs)
 
         else:
 
@@ -152,7 +148,7 @@ def _endpoint(
                 refused = _not_allowed(request, allowed)
                 if refused is not None:
                     return refused
-                return _serve(view, authenticate, request, args, kwargs)
+                return serve(view, authenticate, request, args, kwargs)
 
         wrapper.allowed_methods = allowed  # read by the OpenAPI test
         return wrapper
