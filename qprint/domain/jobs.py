@@ -59,13 +59,6 @@ def watch(job_id: uuid.UUID, seconds: float) -> None:
     )
 
 
-def _device_named(tenant: str, name: str) -> Device:
-    device = Device.objects.filter(tenant=tenant, name=name).first()
-    if device is None:
-        raise NotFound("unknown_device", f"No device named {name!r}.")
-    return device
-
-
 def jobs_of(tenant: str, *, device: str | None = None, status: str | None = None) -> QuerySet:
     """The tenant's jobs (with their device), optionally of one device (by name) and status."""
     queryset = PrintJob.objects.filter(tenant=tenant).select_related("device")
