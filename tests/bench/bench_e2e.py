@@ -68,6 +68,9 @@ FLOOD = int(os.environ.get("BENCH_FLOOD", 0)) or size(1000, 300)
 #: ``./dev bench`` makes after the others, docs/PERFORMANCE.md); ``deployment``: the comparison
 #: of the nodes as this benchmark used to run them and as deployed (module docstring).
 ONLY = os.environ.get("BENCH_E2E_ONLY", "")
+#: ``BENCH_E2E_VARIANTS=pushed,push_http``: only these push variants (with ``floods``: to profile
+#: one path again and again); all three by default.
+VARIANTS = [v for v in os.environ.get("BENCH_E2E_VARIANTS", "").split(",") if v]
 SUBMITTERS = 8
 POLL_JOBS = size(100, 40)
 PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
@@ -368,6 +371,8 @@ async def run_variants(with_fleet, tmp_path, results, pg) -> None:
     if ONLY == "floods":
         push_phases = push_phases[1:]
     for label, operations in (("push_http", "http"), ("push_socket", "socket"), ("pushed", "push")):
+        if VARIANTS and label not in VARIANTS:
+            continue
         await with_fleet(label, agent_args(tmp_path, operations), push_phases)
     if ONLY == "floods":
         return
