@@ -32,8 +32,12 @@ UNAVAILABLE = (503, "unavailable", "The database could not answer; retry shortly
 
 @dataclass(frozen=True)
 class Answer:
+    """``queued``: for an event a pushing socket recorded, whether its device has a job to claim
+    (:attr:`qprint.domain.events.EventOutcome.queued`; None: not known). Not part of the body."""
+
     status: int
     body: dict[str, Any] | None
+    queued: bool | None = None
 
 
 # -- the operations ----------------------------------------------------------------------------
@@ -89,7 +93,7 @@ def event(
         "job_id": str(outcome.job.pk),
         "job_status": outcome.job.status,
     }
-    return Answer(201 if outcome.created else 200, answer)
+    return Answer(201 if outcome.created else 200, answer, outcome.queued)
 
 
 def command_result(

@@ -53,7 +53,7 @@ from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus, can_move, is_final
 from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
-from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
+from qprint.models import Device, EventSource, PrintJob, PrintJobEvent, raw
 from qprint.signals import send_job_finished_after_commit
 from qprint.webhooks import outbox
 
@@ -64,11 +64,15 @@ PROGRESS = "PROGRESS"
 
 @dataclass(frozen=True)
 class EventOutcome:
-    """``created`` is False for a replay (HTTP 200), True for a new event (HTTP 201)."""
+    """``created`` is False for a replay (HTTP 200), True for a new event (HTTP 201).
+    ``queued``: asked for by a pushing socket (``pushes_next``) and read in the event's own
+    statement, whether the device has another claimable job; None when not read (a replay, a
+    refusal, SQLite): the socket then claims to find out."""
 
     created: bool
     job: PrintJob
     event: PrintJobEvent
+    queued: bool | None = None
 
 
 def record_device_event(
@@ -88,7 +92,10 @@ def record_device_event(
     may then be its id), whose device must still hold that token (401) and be enabled (403),
     judged in the job lock's own statement. ``pushes_next``: the caller is the device's socket in
     push mode, which claims the next job itself once this event is answered; a job leaving
-    CLAIMED then publishes no wakeup of the device (it would only make that socket read its row).
+    CLAIMED then publishes no wakeup of the device (it would only make that socket read its row),
+    and the outcome says whether the device has a job to claim (:attr:`EventOutcome.queued`),
+    read by the event's statement after the lock: a job submitted after that statement began
+    publishes its wakeup after it commits, and the socket handles that wakeup after this event.
     """
     device_id = device.pk if isinstance(device, Device) else int(device)
     try:
@@ -131,11 +138,11 @@ def record_device_event(
             return EventOutcome(created=False, job=job, event=replay)
         target = event.type if event.type != PROGRESS and event.type != job.status else None
         if connection.vendor == "postgresql":
-            recorded = _record_in_one_statement(
+            recorded, queued = _record_in_one_statement(
                 job, device_id, event, fingerprint, target, not pushes_next
             )
         else:
-            recorded = _record_step_by_step(
+            recorded, queued = _record_step_by_step(
                 job, device_id, event, fingerprint, target, not pushes_next
             )
         if recorded is None:
@@ -145,7 +152,7 @@ def record_device_event(
             if replay is None:
                 raise RuntimeError(f"event {event.event_id} conflicted but cannot be read")
             return EventOutcome(created=False, job=job, event=replay)
-        return EventOutcome(created=True, job=job, event=recorded)
+        return EventOutcome(created=True, job=job, event=recorded, queued=queued)
 
 
 def _recorded(event_id):
@@ -204,21 +211,24 @@ def _record_step_by_step(
     fingerprint: str,
     target: str | None,
     wake: bool = True,
-) -> PrintJobEvent | None:
-    """INSERT in a savepoint, then the guarded UPDATE (SQLite); None: the event_id is taken."""
+) -> tuple[PrintJobEvent | None, bool | None]:
+    """INSERT in a savepoint, then the guarded UPDATE (SQLite); None: the event_id is taken.
+    Whether another job is queued is not read here (None)."""
     recorded = _event_row(job, device_id, event, fingerprint)
     try:
         with transaction.atomic():
             recorded.save(force_insert=True)
     except IntegrityError:
-        return None
+        return None, None
     if target is not None:
         _move(job, target, reason=event.message, wake=wake)
-    return recorded
+    return recorded, None
 
 
 #: The INSERT of a device event and the job's guarded move, in one statement (PostgreSQL). The
 #: UPDATE runs only when the INSERT did (``EXISTS (recorded)``) and only from the status judged.
+#: ``queued``: when a pushing socket asks, whether the device has a claimable job (the shared
+#: predicate, ``raw.claimable_job``), read on this statement's snapshot.
 _RECORD_SQL = """
 WITH recorded AS (
     INSERT INTO qprint_job_event
@@ -237,9 +247,11 @@ WITH recorded AS (
     RETURNING status, status_reason, received_at, finished_at
 )
 SELECT recorded.id, recorded.recorded_at, moved.status, moved.status_reason, moved.received_at,
-       moved.finished_at
+       moved.finished_at,
+       %(ask_queued)s AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = %(device)s
+                                  AND {claimable}) AS queued
 FROM recorded LEFT JOIN moved ON true
-"""
+""".replace("{claimable}", raw.claimable_job("q"))
 
 
 def _record_in_one_statement(
@@ -249,8 +261,10 @@ def _record_in_one_statement(
     fingerprint: str,
     target: str | None,
     wake: bool = True,
-) -> PrintJobEvent | None:
-    """The event and the move in one statement (PostgreSQL); None: the event_id is taken."""
+) -> tuple[PrintJobEvent | None, bool | None]:
+    """The event and the move in one statement (PostgreSQL); None: the event_id is taken. The
+    second value: whether the device has a claimable job, read when ``wake`` is False (the
+    pushing socket claims next), else None."""
     current = job.status
     params = {
         "event_id": event.event_id,
@@ -267,13 +281,14 @@ def _record_in_one_statement(
         "received": target == JobStatus.RECEIVED,
         "final": target is not None and is_final(target),
         "current": current,
+        "ask_queued": not wake,
     }
     with connection.cursor() as cursor:
         cursor.execute(_RECORD_SQL, params)
         row = cursor.fetchone()
     if row is None:
-        return None
-    event_pk, recorded_at, status, reason, received_at, finished_at = row
+        return None, None
+    event_pk, recorded_at, status, reason, received_at, finished_at, queued = row
     if target is not None:
         if status is None:  # cannot happen while the row is locked; refuse rather than guess
             raise EventRejected("backwards", f"The job is no longer {current}.")
@@ -283,7 +298,7 @@ def _record_in_one_statement(
     recorded = _event_row(job, device_id, event, fingerprint)
     recorded.pk, recorded.recorded_at = event_pk, recorded_at
     recorded._state.adding, recorded._state.db = False, DEFAULT_DB_ALIAS
-    return recorded
+    return recorded, (bool(queued) if not wake else None)
 
 
 def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:

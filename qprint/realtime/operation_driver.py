@@ -65,10 +65,12 @@ class OperationDriver:
             await self._send_pushed(pushed)
 
     def _event_then_push(self, request: OperationRequest) -> tuple[device_operations.Answer, Any]:
-        """On a socket thread: the event, then (when it released the job last pushed) the claim
-        for the next job, so the RECEIVED that frees a device's queue costs one hand-off."""
+        """On a socket thread: the event, then (when it released the job last pushed and the
+        event's statement saw another job queued, or could not tell) the claim for the next job,
+        so the RECEIVED that frees a device's queue costs one hand-off and one with nothing
+        queued claims nothing."""
         answer = self._event(request)
-        if not self.session.push_after(request, answer.body):
+        if not self.session.push_after(request, answer.body, answer.queued):
             return answer, None
         return answer, self._claim_for_push()
 

@@ -80,15 +80,19 @@ class SessionOperations:
             and request.body.get("type") in _RELEASING_EVENTS
         )
 
-    def push_after(self, request: OperationRequest, body: dict[str, Any] | None) -> bool:
+    def push_after(
+        self, request: OperationRequest, body: dict[str, Any] | None, queued: bool | None = None
+    ) -> bool:
         """Whether to push once ``request`` was answered with ``body``: in push mode, when the
         device's RECEIVED or final event for the job last pushed is recorded, that job has left
         CLAIMED and the next one may go out at once. Once: the job is no longer the one held
-        (its later events push nothing; the claim that follows names the next one)."""
+        (its later events push nothing; the claim that follows names the next one). ``queued``
+        False: the event's own statement saw no other job to claim, so no claim is made (a job
+        submitted later wakes the socket, which pushes it then); None: not known, claim."""
         if not self.pushes_after(request) or (body or {}).get("job_status") == "CLAIMED":
             return False
         self.pushed_job = None
-        return True
+        return queued is not False
 
     @staticmethod
     def refused(request: OperationRequest, status: int, code: str, message: str) -> dict:

@@ -95,6 +95,35 @@ def test_device_event_is_two_statements_and_its_replay_too():
     assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 2, sent
 
 
+def test_a_pushing_sockets_release_says_in_the_same_statements_whether_a_job_waits():
+    """RECEIVED recorded for a socket that claims next (``pushes_next``) tells whether the device
+    has another job to claim, read in the event's own statement: the socket claims only then."""
+    device = connect(make_device().device)
+    submit(device)
+    first = claim_next_job(device.pk)
+    received = event(first.claim_id, "RECEIVED")
+    outcome, sent = statements(
+        lambda: record_device_event(device, first.job_id, received, pushes_next=True)
+    )
+    assert outcome.created and outcome.queued is False and len(sent) == 2, sent
+
+    printed = event(first.claim_id, "PRINTED")
+    record_device_event(device, first.job_id, printed)
+    submit(device)
+    second = claim_next_job(device.pk)
+    waiting = submit(device)
+    received = event(second.claim_id, "RECEIVED")
+    outcome, sent = statements(
+        lambda: record_device_event(device, second.job_id, received, pushes_next=True)
+    )
+    assert outcome.queued is True and len(sent) == 2, sent
+    third = claim_next_job(device.pk)
+    assert third.job_id == waiting.pk
+    # Not asked (HTTP, a socket not pushing): not read.
+    plain = record_device_event(device, third.job_id, event(third.claim_id, "RECEIVED"))
+    assert plain.created and plain.queued is None
+
+
 def test_submission_is_two_statements_and_its_idempotent_replay_too():
     device = make_device().device
     (job, created), sent = statements(

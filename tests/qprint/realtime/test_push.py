@@ -170,3 +170,22 @@ async def test_received_over_the_pushing_socket_publishes_no_wakeup(device_and_t
         assert [r for r in recording.recorded if r[2] == "job_released"] == []
     finally:
         wakeups.set_publisher(previous)
+
+
+async def test_a_job_submitted_after_a_release_with_nothing_queued_is_pushed(
+    device_and_token, sockets
+):
+    """RECEIVED of the only job claims nothing (its statement saw no other job); the next job,
+    submitted afterwards, is pushed on its wakeup."""
+    device, token = device_and_token
+    first = await adb(submit, device)
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    one = await s.receive()
+    assert one["job_id"] == first
+    await s.send(event_frame("r1", one, "RECEIVED"))
+    assert (await s.receive())["request_id"] == "r1"
+    assert await s.nothing(0.3)
+    second = await adb(submit, device)
+    two = await s.receive()
+    assert (two["type"], two["job_id"], two["pushed"]) == ("assignment", second, True)

@@ -194,3 +194,16 @@ def test_only_the_event_that_released_the_pushed_job_pushes():
     assert not s.push_after(event("j-1", "PRINTED"), {"job_status": "PRINTED"})
     assert s.pushed_job is None
     assert s.reconciled(state(job_queued=True)).push  # a job submitted later is pushed
+
+
+def test_a_release_with_nothing_queued_claims_nothing_and_a_later_job_is_pushed():
+    """The event's own statement saw no other job of the device: no claim follows RECEIVED (it
+    would hand out nothing); the job is released all the same, so the wakeup of a job submitted
+    later pushes it. Not known (None, e.g. SQLite): the claim is made to find out."""
+    s, _ = push_session()
+    s.pushed({"job_id": "j-1", "size": 1}, None)
+    assert not s.push_after(event("j-1", "RECEIVED"), {"job_status": "RECEIVED"}, queued=False)
+    assert s.pushed_job is None
+    assert s.reconciled(state(job_queued=True)).push
+    s.pushed({"job_id": "j-2", "size": 1}, None)
+    assert s.push_after(event("j-2", "RECEIVED"), {"job_status": "RECEIVED"}, queued=None)
