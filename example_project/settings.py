@@ -101,6 +101,13 @@ else:
             # Daphne's 5 s handshake timeout.
             "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
         }
+        # Server-side prepared statements (docs/PERFORMANCE.md, "Prepared statements"): the job
+        # path's statements are planned once per pooled connection, after this many runs on it.
+        # Django turns them off by default for PgBouncer in transaction mode (DATABASE_POOL=off
+        # keeps that default; DATABASE_PREPARE_THRESHOLD=off turns them off here too).
+        threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
+        if threshold.lower() != "off":
+            DATABASES["default"]["OPTIONS"]["prepare_threshold"] = int(threshold)
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:

@@ -11,11 +11,22 @@ queryset methods that own them.
 
 A value that may change while the process runs (a setting, a time window) must be a ``Param``, never
 a constant of the build: the compiled statement keeps its constants for the life of the process.
+
+On PostgreSQL these statements, and the raw statements of the job path (the claim, the event, the
+socket's reads and renewals), are bound by the server (:func:`fetch`), so psycopg can run them as
+**server-side prepared statements**: PostgreSQL then parses and plans each once per connection,
+not at every call. Planning was most of PostgreSQL's time per job (docs/PERFORMANCE.md, "Prepared
+statements"). psycopg's own switch decides: ``OPTIONS["prepare_threshold"]`` in the database
+settings (a statement is prepared on a connection after that many runs there). Django turns it off
+by default (``None``) for PgBouncer in transaction mode before 1.21, which cannot keep a
+connection's prepared statements; the example project turns it on with its pool.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -109,12 +120,41 @@ class PreparedQuery:
         """The model instances (with their annotations) the queryset would give for ``values``."""
         compiled = self._for(self.using)
         connection = connections[self.using]
-        with connection.cursor() as cursor:
-            cursor.execute(compiled.sql, compiled.bind(connection, values))
-            rows = cursor.fetchall()
+        rows = fetch(compiled.sql, compiled.bind(connection, values), using=self.using)
         return compiled.instances(self.using, rows)
 
     def first(self, **values: Any) -> Model | None:
         """The first instance, or ``None`` (build the queryset sliced ``[:1]``)."""
         found = self.all(**values)
         return found[0] if found else None
+
+
+def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
+    """The rows of ``sql`` (``%s`` or ``%(name)s`` placeholders): on PostgreSQL bound by the
+    server, and prepared once it ran ``prepare_threshold`` times on the connection (a parameter
+    whose type the statement does not fix needs a cast), else Django's cursor. Seen by Django's
+    execute wrappers and logged as Django's cursor logs a statement (``DEBUG``,
+    ``CaptureQueriesContext``)."""
+    connection = connections[using]
+    if connection.vendor != "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.fetchall() if cursor.description else []
+    import psycopg  # PostgreSQL only (this path)
+
+    connection.ensure_connection()
+    started = time.monotonic()
+    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+
+        def execute(sql, params, many, context):
+            # Django's cursor binds on the client: PostgreSQL would plan it at every call.
+            cursor.execute(sql, params)
+
+        # Django's execute wrappers (connection.execute_wrapper) see it as any statement.
+        for wrapper in reversed(connection.execute_wrappers):
+            execute = functools.partial(wrapper, execute)
+        execute(sql, params, False, {"connection": connection, "cursor": cursor})
+        rows = cursor.fetchall() if cursor.description else []
+    if connection.queries_logged:
+        connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
+    return rows

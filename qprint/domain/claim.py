@@ -45,7 +45,7 @@ from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from qprint.core import cluster, gate, sql
+from qprint.core import cluster, gate, prepared, sql
 from qprint.core.errors import NotFound
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
@@ -245,9 +245,8 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
             "claimed_status": JobStatus.CLAIMED.value,
             **event_params,
         }
-        with connection.cursor() as cursor:
-            cursor.execute(statement, params)
-            row = cursor.fetchone()
+        rows = prepared.fetch(statement, params)
+        row = rows[0] if rows else None
         if row is not None:
             assignment = _assignment_of_row(row)
             if row[0] == "held":

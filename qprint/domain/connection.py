@@ -48,7 +48,7 @@ from typing import Any
 
 from django.db import connection as db
 
-from qprint.core import sql, wire
+from qprint.core import prepared, sql, wire
 from qprint.domain import reconcile
 from qprint.models import Device, DeviceKind, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
@@ -130,12 +130,10 @@ def _guarded_row(device_id: int, connection_id: uuid.UUID, statement: str, param
 
     No row means another connection took the device: :class:`Replaced`.
     """
-    with db.cursor() as cursor:
-        cursor.execute(statement, params)
-        row = cursor.fetchone()
-    if row is None:
+    rows = prepared.fetch(statement, params)
+    if not rows:
         raise Replaced(f"device {device_id} connection {connection_id} was replaced")
-    return row
+    return rows[0]
 
 
 def lease_seconds(heartbeat_seconds: float) -> float:
@@ -357,20 +355,19 @@ def poll_live(
     constant time as the credential lookup does.
     """
     d = raw.tables()["device"]
-    with db.cursor() as cursor:
-        cursor.execute(
-            f"""
+    rows = prepared.fetch(
+        f"""
             UPDATE {d} SET {_poll_renewal()}
             WHERE {d}.token_hash = %s AND {d}.kind = %s AND {d}.enabled
                 AND (%s = '' OR {d}.name = %s)
                 AND {d}.printer_mac = %s AND {raw.live_connection(d)}
             RETURNING {_device_columns()}, {_poll_columns()}
             """,
-            [node, default_seconds, token_hash, DeviceKind.CLOUDPRNT, user, user, mac],
-        )
-        row = cursor.fetchone()
-    if row is None:
+        [node, default_seconds, token_hash, DeviceKind.CLOUDPRNT, user, user, mac],
+    )
+    if not rows:
         return None
+    [row] = rows
     width = len(Device._meta.concrete_fields)
     return _device(row[:width]), _polled(row[width:], taken=False)
 

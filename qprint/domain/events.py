@@ -47,6 +47,7 @@ from django.db.models import (
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from qprint.core import prepared
 from qprint.core.device_events import DeviceEvent, fingerprint_of, parse_device_event
 from qprint.core.errors import EventRejected, Invalid, NotFound
 from qprint.core.prepared import Param, PreparedQuery
@@ -242,7 +243,7 @@ WITH recorded AS (
     SET status = %(target)s, status_reason = %(reason)s,
         received_at = CASE WHEN %(received)s THEN now() ELSE received_at END,
         finished_at = CASE WHEN %(final)s THEN now() ELSE finished_at END
-    WHERE id = %(job)s AND status = %(current)s AND %(target)s IS NOT NULL
+    WHERE id = %(job)s AND status = %(current)s AND %(target)s::text IS NOT NULL
       AND EXISTS (SELECT 1 FROM recorded)
     RETURNING status, status_reason, received_at, finished_at
 )
@@ -283,11 +284,10 @@ def _record_in_one_statement(
         "current": current,
         "ask_queued": not wake,
     }
-    with connection.cursor() as cursor:
-        cursor.execute(_RECORD_SQL, params)
-        row = cursor.fetchone()
-    if row is None:
+    rows = prepared.fetch(_RECORD_SQL, params)
+    if not rows:
         return None, None
+    [row] = rows
     event_pk, recorded_at, status, reason, received_at, finished_at, queued = row
     if target is not None:
         if status is None:  # cannot happen while the row is locked; refuse rather than guess
