@@ -12,7 +12,10 @@ How it holds, in one transaction per claim:
    lock on the device row, so submissions and event recording never queue behind a claim, and a
    claim never deadlocks with a transaction holding a job row.) The gate
    (:func:`qprint.core.gate.refusal`) is evaluated from that locked row, the lease judged on the
-   database clock (``Device.objects.with_liveness()``).
+   database clock (``Device.objects.with_liveness()``). The row is locked by the device's id, or,
+   for a claim of the device HTTP API, by the hash of the token the request presents: the token
+   is checked from the locked row (:class:`qprint.domain.credentials.PresentedToken`), with no
+   lookup of its own.
 2. If the device already has a CLAIMED job, that job's assignment is answered again (the replay).
 3. Else the next claimable job (``PrintJob.objects.claimable()``: QUEUED, unexpired, priority
    desc, oldest first) moves to CLAIMED with an
@@ -34,6 +37,7 @@ On SQLite (no data-modifying CTEs) steps 2 and 3 run as separate statements, ins
 is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a job into CLAIMED.
 """
 
+import functools
 import logging
 import uuid
 from dataclasses import dataclass
@@ -41,7 +45,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import F, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import CharField, F, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -110,26 +114,46 @@ _ASSIGNMENT_FIELDS = (
 
 
 def claim_next_job(
-    device_id: int, *, node: str | None = None, token_hash: str | None = None
+    device: int | credentials.PresentedToken,
+    *,
+    node: str | None = None,
+    token_hash: str | None = None,
 ) -> Assignment | None:
     """Hand the device its job: the one it already holds, else the next one, else ``None``.
 
     Raises :class:`~qprint.core.errors.Disabled` (403) for a disabled device and
     :class:`~qprint.core.errors.GateClosed` (409) with code ``not_connected``, ``not_ready``,
     ``stale_control``, ``stale_settings`` or ``paused`` when the device may not claim now.
-    ``node`` is recorded as ``claim_node`` (default: this node's id). ``token_hash``: the claim
-    of a device socket, whose device must still hold that token (401 otherwise), judged from the
-    locked row (:func:`qprint.domain.credentials.require_token`).
+    ``node`` is recorded as ``claim_node`` (default: this node's id). ``device``: its id, or the
+    token an HTTP request presents (:class:`~qprint.domain.credentials.PresentedToken`): the
+    device row is then locked by the token's hash (an agent's only) and checked from the locked
+    row; a token the lock matches no row of is authenticated the one way in (401, 429, 403 as
+    any device request, counted by the throttle), outside this transaction. ``token_hash``: the
+    claim of a device socket (``device`` its id), whose device must still hold that token (401
+    otherwise), judged from the locked row (:func:`qprint.domain.credentials.require_token`).
     """
     node = node or cluster.node_id()
+    if isinstance(device, credentials.PresentedToken):
+        presented = device
+        with transaction.atomic():
+            locked = _LOCK_DEVICE_BY_TOKEN.first(digest=presented.token_hash, kind=presented.kind)
+            if locked is not None:
+                presented.require(locked.token_hash, locked.enabled)
+                return _claim_locked(locked, node)
+        device = presented.authenticate().pk  # the lock matched nothing: the full way decides
     with transaction.atomic():
-        device = _lock_device(device_id)
+        locked = _lock_device(device)
         if token_hash is not None:
-            credentials.require_token(device.token_hash, device.enabled, token_hash)
-        gate.check(device)
-        if connection.vendor == "postgresql":
-            return _claim_in_one_statement(device, node)
-        return _claim_step_by_step(device, node)
+            credentials.require_token(locked.token_hash, locked.enabled, token_hash)
+        return _claim_locked(locked, node)
+
+
+def _claim_locked(device: Device, node: str) -> Assignment | None:
+    """Steps 2 and 3 for the device row locked (and its credential checked) by the caller."""
+    gate.check(device)
+    if connection.vendor == "postgresql":
+        return _claim_in_one_statement(device, node)
+    return _claim_step_by_step(device, node)
 
 
 def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
@@ -271,7 +295,13 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
     return None
 
 
-def _build_lock() -> QuerySet:
+def _build_lock(*, by_token: bool = False) -> QuerySet:
+    """The claim's lock of the device row: by id, or (``by_token``) by the hash of the token an
+    HTTP request presents, of a device of the transport's kind (``token_hash`` is unique)."""
+    if by_token:
+        match = {"token_hash": Param("digest", CharField()), "kind": Param("kind", CharField())}
+    else:
+        match = {"pk": Param("device_id", IntegerField())}
     return (
         Device.objects.select_for_update(of=("self",), no_key=True)
         .with_liveness()
@@ -296,11 +326,12 @@ def _build_lock() -> QuerySet:
             "connection_lease_expires_at",
             "token_hash",
         )
-        .filter(pk=Param("device_id", IntegerField()))[:1]
+        .filter(**match)[:1]
     )
 
 
 _LOCK_DEVICE = PreparedQuery(_build_lock)
+_LOCK_DEVICE_BY_TOKEN = PreparedQuery(functools.partial(_build_lock, by_token=True))
 
 
 def _lock_device(device_id: int) -> Device:

@@ -13,6 +13,10 @@ and the real client address, and answer the principal or the refusal (401, 403, 
 statement looks a credential up elsewhere: the CloudPRNT poll of a live printer matches the hash
 of :func:`hash_secret` inside its lease renewal (``qprint.domain.connection.poll_live``) and
 compares the stored hash with :func:`require_token`; every poll it does not match comes in here.
+Likewise the claim and the event of the device HTTP API take the token as presented
+(:class:`PresentedToken`), match its hash in their own lock (``qprint.domain.claim``,
+``qprint.domain.events``) and check the locked row with :meth:`PresentedToken.require`; every
+request their lock does not match comes in here (:meth:`PresentedToken.authenticate`).
 """
 
 import functools
@@ -21,6 +25,7 @@ import hmac
 import logging
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -98,9 +103,11 @@ _DEVICE_BY_ID_AND_TOKEN = PreparedQuery(
 
 
 def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str) -> None:
-    """A socket's device, read by the statement of its operation, still holds the token it
-    authenticated with (:class:`~qprint.core.errors.Unauthorized`, 401, otherwise) and is enabled
-    (:class:`~qprint.core.errors.Disabled`, 403): what the HTTP API would answer now."""
+    """A device read by the statement of its operation (a socket's, by its id; an HTTP request's,
+    by the hash of the token it presents: :class:`PresentedToken`) holds the token hashed
+    ``token_hash`` (:class:`~qprint.core.errors.Unauthorized`, 401, otherwise) and is enabled
+    (:class:`~qprint.core.errors.Disabled`, 403): what :func:`authenticate_device` would answer
+    now."""
     if stored_hash is None or not hmac.compare_digest(stored_hash, token_hash):
         raise Unauthorized()
     if not enabled:
@@ -154,6 +161,34 @@ def authenticate_device(secret: str, *, source: str, kind: str = DeviceKind.AGEN
     if not device.enabled:
         raise Disabled()
     return device
+
+
+@dataclass(frozen=True)
+class PresentedToken:
+    """A device's secret as a transport received it, not yet looked up (the device HTTP API's
+    claim and event): the operation matches :attr:`token_hash` in its own lock, of a device of
+    ``kind`` only, and checks the row it locked with :meth:`require`. When its lock matched no
+    row, the operation comes in the one way in, :meth:`authenticate` (the throttle, 401, 429,
+    403), outside its transaction so that a failure's count commits; a right token it did not
+    match for another reason is then served by the device's id, as any other request.
+    ``source``: the real client address (:func:`throttle.client_address`)."""
+
+    secret: str = field(repr=False)
+    source: str
+    kind: str = DeviceKind.AGENT
+    token_hash: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "token_hash", hash_secret(self.secret))
+
+    def require(self, stored_hash: str | None, enabled: bool | None) -> None:
+        """The row the operation's lock matched by :attr:`token_hash` holds it (compared in
+        constant time, 401 otherwise) and is enabled (403 ``disabled``): :func:`require_token`."""
+        require_token(stored_hash, enabled, self.token_hash)
+
+    def authenticate(self) -> Device:
+        """The one way in (:func:`authenticate_device`), for a token the lock did not match."""
+        return authenticate_device(self.secret, source=self.source, kind=self.kind)
 
 
 def authenticate_application(secret: str, *, source: str) -> ApplicationKey:

@@ -44,11 +44,16 @@ class Answer:
 
 
 def claim(
-    device_id: int, document_url: Callable[[Any], str], *, token_hash: str | None = None
+    device: int | credentials.PresentedToken,
+    document_url: Callable[[Any], str],
+    *,
+    token_hash: str | None = None,
 ) -> Answer:
-    """200 the assignment (with ``document_url(job_id)``), 204 nothing. ``token_hash``: a
-    socket's device, which must still hold that token (checked in the claim's own lock)."""
-    assignment = claim_next_job(device_id, token_hash=token_hash)
+    """200 the assignment (with ``document_url(job_id)``), 204 nothing. ``device``: a socket's
+    device id, or the token an HTTP request presents (matched in the claim's own lock).
+    ``token_hash``: a socket's device, which must still hold that token (checked in the claim's
+    own lock)."""
+    assignment = claim_next_job(device, token_hash=token_hash)
     if assignment is None:
         return Answer(204, None)
     body = {**assignment_body(assignment), "document_url": document_url(assignment.job_id)}
@@ -75,7 +80,7 @@ def pushed_claim(
 
 
 def event(
-    device: Device | int,
+    device: Device | int | credentials.PresentedToken,
     job_id: Any,
     body: Any,
     *,
@@ -83,7 +88,8 @@ def event(
     pushes_next: bool = False,
 ) -> Answer:
     """201 a new event, 200 the replay of one already recorded (same id, same content).
-    ``token_hash``: as for :func:`claim` (checked in the event's own lock). ``pushes_next``: the
+    ``device`` and ``token_hash``: as for :func:`claim` (checked in the event's own lock; a
+    :class:`~qprint.models.Device` already authenticated needs neither). ``pushes_next``: the
     socket pushes the next job itself after this answer (no wakeup of the device)."""
     outcome = record_device_event(
         device, job_id, body, token_hash=token_hash, pushes_next=pushes_next

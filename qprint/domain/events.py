@@ -16,7 +16,9 @@ the job row and looks the ``event_id`` up (a subquery of the same SELECT); the s
 event (``ON CONFLICT (event_id) DO NOTHING``) and moves the job with an UPDATE guarded by the
 status it was judged in and by the INSERT having happened, in one statement of data-modifying
 CTEs. A replay is the lock and one read of the recorded event. On SQLite the INSERT runs in a
-savepoint and the UPDATE after it.
+savepoint and the UPDATE after it. An event of the device HTTP API locks its job joined to the
+device holding the token the request presents (:class:`qprint.domain.credentials.PresentedToken`)
+and checks the device's standing from that row: its token needs no lookup of its own.
 
 Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
 ``source = SERVER`` through :func:`record_server_event`, or, where the claim and the submission
@@ -27,6 +29,7 @@ This module is the one writer of ``qprint_job_event`` (``tests/qprint/test_owner
 another module writes it).
 """
 
+import functools
 import json
 import logging
 import uuid
@@ -36,6 +39,7 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
 from django.db.models import (
     BooleanField,
+    CharField,
     ExpressionWrapper,
     F,
     IntegerField,
@@ -77,7 +81,7 @@ class EventOutcome:
 
 
 def record_device_event(
-    device: Device | int,
+    device: Device | int | credentials.PresentedToken,
     job_id: uuid.UUID | str,
     payload: Any,
     *,
@@ -89,16 +93,25 @@ def record_device_event(
     Raises :class:`~qprint.core.errors.Invalid` (422) for a malformed body,
     :class:`~qprint.core.errors.NotFound` (404) when the job is not this device's, and
     :class:`~qprint.core.errors.EventRejected` (409) with ``event_conflict``, ``stale_claim``,
-    ``job_cancelled`` or ``backwards``. ``token_hash``: the event of a device socket (``device``
-    may then be its id), whose device must still hold that token (401) and be enabled (403),
-    judged in the job lock's own statement. ``pushes_next``: the caller is the device's socket in
-    push mode, which claims the next job itself once this event is answered; a job leaving
-    CLAIMED then publishes no wakeup of the device (it would only make that socket read its row),
-    and the outcome says whether the device has a job to claim (:attr:`EventOutcome.queued`),
-    read by the event's statement after the lock: a job submitted after that statement began
-    publishes its wakeup after it commits, and the socket handles that wakeup after this event.
+    ``job_cancelled`` or ``backwards``. ``device``: the device, its id, or the token an HTTP
+    request presents (:class:`~qprint.domain.credentials.PresentedToken`): the job is then locked
+    joined to the device holding that token's hash (an agent's only), whose standing is checked
+    from the locked row; when the lock matches no row (or the body is malformed) the token is
+    authenticated the one way in first (401, 429, 403 as any device request, counted by the
+    throttle), outside the event's transaction, and a right token is then served by its device's
+    id. ``token_hash``: the event of a device socket (``device`` may then be its id), whose
+    device must still hold that token (401) and be enabled (403), judged in the job lock's own
+    statement. In every case the device's standing is answered before the body or the job.
+    ``pushes_next``: the caller is the device's socket in push mode, which claims the next job
+    itself once this event is answered; a job leaving CLAIMED then publishes no wakeup of the
+    device (it would only make that socket read its row), and the outcome says whether the
+    device has a job to claim (:attr:`EventOutcome.queued`), read by the event's statement after
+    the lock: a job submitted after that statement began publishes its wakeup after it commits,
+    and the socket handles that wakeup after this event.
     """
-    device_id = device.pk if isinstance(device, Device) else int(device)
+    presented = device if isinstance(device, credentials.PresentedToken) else None
+    if presented is None:
+        device_id = device.pk if isinstance(device, Device) else int(device)
     try:
         event = parse_device_event(payload)
         try:
@@ -106,9 +119,27 @@ def record_device_event(
         except ValueError:
             raise NotFound(message="No such job.") from None
     except (Invalid, NotFound):
-        if token_hash is not None:  # the device's standing is answered first, as over HTTP
+        # The device's standing is answered first, as the HTTP API always did.
+        if presented is not None:
+            presented.authenticate()
+        elif token_hash is not None:
             credentials.still_held(device_id, token_hash)
         raise
+
+    if presented is not None:
+        with transaction.atomic():
+            job = _LOCK_JOB_BY_TOKEN.first(
+                job=job_uuid,
+                digest=presented.token_hash,
+                kind=presented.kind,
+                event_id=event.event_id,
+            )
+            if job is not None:
+                presented.require(job.device_token_hash, job.device_enabled)
+                return _record_locked(job, job.device_id, event, pushes_next)
+        # No job of a device holding this token: the full way decides the device's standing
+        # (and counts a wrong token); a right one looks its job up by the device's id.
+        device_id = presented.authenticate().pk
 
     with transaction.atomic():
         job = _LOCK_JOB.first(job=job_uuid, device=device_id, event_id=event.event_id)
@@ -119,54 +150,70 @@ def record_device_event(
                 credentials.require_token(job.device_token_hash, job.device_enabled, token_hash)
         if job is None:
             raise NotFound(message="No such job on this device.")
-        fingerprint = event.fingerprint(job.pk)
+        return _record_locked(job, device_id, event, pushes_next)
 
-        if job.recorded_pk is not None:
-            if job.recorded_fingerprint != fingerprint:
-                raise _conflict(event.event_id)
-            return EventOutcome(
-                created=False, job=job, event=PrintJobEvent.objects.get(pk=job.recorded_pk)
-            )
 
-        try:
-            _judge(job, event)
-        except EventRejected:
-            # The lookup above may predate the lock (a delivery of this very event, holding the
-            # lock, committed meanwhile): a replay is answered as one, never refused.
-            replay = _replay_of(event.event_id, fingerprint)
-            if replay is None:
-                raise
-            return EventOutcome(created=False, job=job, event=replay)
-        target = event.type if event.type != PROGRESS and event.type != job.status else None
-        if connection.vendor == "postgresql":
-            recorded, queued = _record_in_one_statement(
-                job, device_id, event, fingerprint, target, not pushes_next
-            )
-        else:
-            recorded, queued = _record_step_by_step(
-                job, device_id, event, fingerprint, target, not pushes_next
-            )
-        if recorded is None:
-            # The same event_id was recorded concurrently (for another job, since this job's row
-            # is locked, or before the lock was granted): answer as that delivery did.
-            replay = _replay_of(event.event_id, fingerprint)
-            if replay is None:
-                raise RuntimeError(f"event {event.event_id} conflicted but cannot be read")
-            return EventOutcome(created=False, job=job, event=replay)
-        return EventOutcome(created=True, job=job, event=recorded, queued=queued)
+def _record_locked(
+    job: PrintJob, device_id: int, event: DeviceEvent, pushes_next: bool
+) -> EventOutcome:
+    """The event judged and recorded for ``job``, locked by the caller's transaction (the
+    device's standing already answered)."""
+    fingerprint = event.fingerprint(job.pk)
+
+    if job.recorded_pk is not None:
+        if job.recorded_fingerprint != fingerprint:
+            raise _conflict(event.event_id)
+        return EventOutcome(
+            created=False, job=job, event=PrintJobEvent.objects.get(pk=job.recorded_pk)
+        )
+
+    try:
+        _judge(job, event)
+    except EventRejected:
+        # The lookup above may predate the lock (a delivery of this very event, holding the
+        # lock, committed meanwhile): a replay is answered as one, never refused.
+        replay = _replay_of(event.event_id, fingerprint)
+        if replay is None:
+            raise
+        return EventOutcome(created=False, job=job, event=replay)
+    target = event.type if event.type != PROGRESS and event.type != job.status else None
+    if connection.vendor == "postgresql":
+        recorded, queued = _record_in_one_statement(
+            job, device_id, event, fingerprint, target, not pushes_next
+        )
+    else:
+        recorded, queued = _record_step_by_step(
+            job, device_id, event, fingerprint, target, not pushes_next
+        )
+    if recorded is None:
+        # The same event_id was recorded concurrently (for another job, since this job's row
+        # is locked, or before the lock was granted): answer as that delivery did.
+        replay = _replay_of(event.event_id, fingerprint)
+        if replay is None:
+            raise RuntimeError(f"event {event.event_id} conflicted but cannot be read")
+        return EventOutcome(created=False, job=job, event=replay)
+    return EventOutcome(created=True, job=job, event=recorded, queued=queued)
 
 
 def _recorded(event_id):
     return PrintJobEvent.objects.filter(event_id=event_id)
 
 
-def _build_job_lock():
+def _build_job_lock(*, by_token: bool = False):
     """The job row locked for the event, the event id's earlier record (the replay) and whether
-    the tenant has webhooks, in one SELECT."""
+    the tenant has webhooks, in one SELECT: the job of the device by id, or (``by_token``) of the
+    device of the transport's kind holding the token hashed ``digest`` (an HTTP request's)."""
     event_id = Param("event_id", UUIDField())
+    if by_token:
+        device = {
+            "device__token_hash": Param("digest", CharField()),
+            "device__kind": Param("kind", CharField()),
+        }
+    else:
+        device = {"device_id": Param("device", IntegerField())}
     return (
         PrintJob.objects.select_for_update(of=("self",), no_key=True)
-        .filter(pk=Param("job", UUIDField()), device_id=Param("device", IntegerField()))
+        .filter(pk=Param("job", UUIDField()), **device)
         .annotate(
             recorded_pk=Subquery(_recorded(event_id).values("pk")[:1]),
             recorded_fingerprint=Subquery(_recorded(event_id).values("fingerprint")[:1]),
@@ -180,6 +227,7 @@ def _build_job_lock():
 
 
 _LOCK_JOB = PreparedQuery(_build_job_lock)
+_LOCK_JOB_BY_TOKEN = PreparedQuery(functools.partial(_build_job_lock, by_token=True))
 
 
 def _conflict(event_id: uuid.UUID) -> EventRejected:

@@ -1,6 +1,8 @@
 """The device HTTP API (docs/API.md): claim, download, report events, command results, printers.
 
-Authenticated with the device token (``Authorization: Bearer``). A device sees only its own jobs
+Authenticated with the device token (``Authorization: Bearer``): looked up before the view runs,
+or, for the claim and the event (``deferred``), matched in the operation's own lock with the same
+answers (:class:`qprint.domain.credentials.PresentedToken`). A device sees only its own jobs
 and commands: anything else is 404, never the object. The rules are the domain's: who may download
 what (:func:`qprint.domain.jobs.job_for_download`), the claim, the events, the commands.
 """
@@ -11,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 
 from qprint.documents import storage
 from qprint.domain import device_operations, devices, jobs
+from qprint.domain.credentials import PresentedToken
 from qprint.metrics import instruments
 from qprint.models import Device
 from qprint.models.serializers import document_url, printer_object
@@ -19,14 +22,16 @@ from qprint.views.http import (
     json_response,
     read_json_object,
     read_json_value,
+    read_presented_json_object,
 )
 
 
 @instruments.measure_claim
-@device_endpoint("POST", run_async=True)
-def claim(request: HttpRequest, device: Device) -> HttpResponse:
-    """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing."""
-    answer = device_operations.claim(device.pk, lambda job_id: document_url(request, job_id))
+@device_endpoint("POST", run_async=True, deferred=True)
+def claim(request: HttpRequest, presented: PresentedToken) -> HttpResponse:
+    """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing. The
+    token is matched in the claim's own lock (``deferred``)."""
+    answer = device_operations.claim(presented, lambda job_id: document_url(request, job_id))
     if answer.body is None:
         return HttpResponse(status=204)
     return json_response(answer.body, status=answer.status)
@@ -48,10 +53,13 @@ def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpRespo
 
 
 @instruments.measure_event
-@device_endpoint("POST", run_async=True)
-def job_events(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
-    """201 a new event, 200 the replay of one already recorded (same id, same content)."""
-    answer = device_operations.event(device, job_id, read_json_object(request))
+@device_endpoint("POST", run_async=True, deferred=True)
+def job_events(request: HttpRequest, presented: PresentedToken, job_id: str) -> HttpResponse:
+    """201 a new event, 200 the replay of one already recorded (same id, same content). The
+    token is matched in the event's own lock (``deferred``)."""
+    answer = device_operations.event(
+        presented, job_id, read_presented_json_object(request, presented)
+    )
     return json_response(answer.body, status=answer.status)
 
 

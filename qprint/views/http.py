@@ -161,6 +161,13 @@ def authenticate_device(request: HttpRequest):
     return credentials.authenticate_device(bearer_token(request), source=client_address(request))
 
 
+def present_device_token(request: HttpRequest) -> credentials.PresentedToken:
+    """The device token presented, not yet looked up (401 when absent or malformed): the
+    operation matches it in its own lock and falls back to the one way in when that lock matches
+    nothing (:class:`qprint.domain.credentials.PresentedToken`)."""
+    return credentials.PresentedToken(bearer_token(request), source=client_address(request))
+
+
 def authenticate_application(request: HttpRequest):
     """The live application key presented (401 when unknown or revoked)."""
     return credentials.authenticate_application(
@@ -168,15 +175,21 @@ def authenticate_application(request: HttpRequest):
     )
 
 
-def device_endpoint(*methods: str, run_async: bool = False):
+def device_endpoint(*methods: str, run_async: bool = False, deferred: bool = False):
     """A view of the device API: ``view(request, device, **url_kwargs)``.
 
     ``run_async=True`` makes it an async view whose work (authentication included) runs on the
     node's HTTP database threads (:data:`qprint.core.executor.http`): the hot endpoints, so that a
     request pays neither a thread of its own for the view nor a new database connection. The
     answer is the same either way: the same function runs.
+
+    ``deferred=True``: the view is handed the token presented
+    (:class:`qprint.domain.credentials.PresentedToken`, from :func:`present_device_token`) in
+    place of the device, for a domain operation that matches it in its own lock (the claim, the
+    event): the same answers as the lookup's (401, 429, 403), without its statement.
     """
-    return _endpoint(methods, authenticate_device, run_async=run_async)
+    authenticate = present_device_token if deferred else authenticate_device
+    return _endpoint(methods, authenticate, run_async=run_async)
 
 
 def application_endpoint(*methods: str, run_async: bool = False):
@@ -238,6 +251,19 @@ def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> 
     if not isinstance(body, dict):
         raise RequestError("invalid", 422, "body: a JSON object is required")
     return body
+
+
+def read_presented_json_object(
+    request: HttpRequest, presented: credentials.PresentedToken
+) -> dict[str, Any]:
+    """:func:`read_json_object` for a ``deferred`` device view: a body it refuses (415, 413,
+    422) is answered after the device's standing (401, 429, 403), as when the token was looked up
+    before the view ran."""
+    try:
+        return read_json_object(request)
+    except QPrintError:
+        presented.authenticate()
+        raise
 
 
 def read_json_value(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> Any:

@@ -1,11 +1,15 @@
 """Round trips of the job path on PostgreSQL: a claim, a device event and a submission are two
-statements each (BEGIN and COMMIT aside), as docs/PERFORMANCE.md says; a replay too."""
+statements each (BEGIN and COMMIT aside), as docs/PERFORMANCE.md says; a replay too. Over HTTP a
+claim or an event is BEGIN, those two statements and COMMIT: the device's token is matched in the
+lock, with no lookup of its own."""
 
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from qprint import api
+from qprint.core import executor
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
@@ -180,3 +184,75 @@ def test_a_tenant_with_webhooks_still_gets_its_deliveries_from_the_same_statemen
     # The lock said the tenant has endpoints: the outbox reads which, the job for the payload, and
     # writes the delivery.
     assert len(sent) == 2 + 3, sent
+
+
+# -- over HTTP: the token matched in the lock ---------------------------------------------------
+
+
+def round_trips(func):
+    """``func()``'s result and every round trip it made, BEGIN and COMMIT included."""
+    with CaptureQueriesContext(connection) as captured:
+        result = func()
+    return result, [q["sql"] for q in captured.captured_queries]
+
+
+@pytest.fixture
+def views_on_this_thread(monkeypatch):
+    """The async views' database work on the test's thread, where its queries are captured."""
+    monkeypatch.setattr(executor.http, "inline", True)
+
+
+def assert_locked_by_token(sent: list[str]) -> None:
+    """BEGIN, the lock matching the token's hash, one statement of CTEs, COMMIT: 4 round trips."""
+    assert len(sent) == 4, sent
+    assert (sent[0], sent[-1]) == ("BEGIN", "COMMIT"), sent
+    assert "FOR NO KEY UPDATE" in sent[1] and '"token_hash" =' in sent[1], sent[1]
+    assert sent[2].lstrip().startswith("WITH"), sent[2]
+
+
+def test_an_http_claim_is_four_round_trips_its_token_matched_in_the_lock(
+    client, views_on_this_thread
+):
+    made = make_device()
+    connect(made.device)
+    job = submit(made.device)
+    claim_url = reverse("qprint:device-claim")
+    answer, sent = round_trips(lambda: client.post(claim_url, **made.auth))
+    assert answer.status_code == 200 and answer.json()["job_id"] == str(job.pk)
+    assert_locked_by_token(sent)
+    assert PrintJob.objects.get(pk=job.pk).status == "CLAIMED"
+
+    again, sent = round_trips(lambda: client.post(claim_url, **made.auth))
+    assert again.status_code == 200 and again.json()["claim_id"] == answer.json()["claim_id"]
+    assert_locked_by_token(sent)
+
+    idle = make_device(name="idle")
+    connect(idle.device)
+    nothing, sent = round_trips(lambda: client.post(claim_url, **idle.auth))
+    assert nothing.status_code == 204
+    assert_locked_by_token(sent)
+
+
+def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
+    client, views_on_this_thread
+):
+    made = make_device()
+    connect(made.device)
+    submit(made.device)
+    assignment = claim_next_job(made.device.pk)
+    url = reverse("qprint:device-job-events", args=[assignment.job_id])
+    body = event(assignment.claim_id, "RECEIVED")
+
+    def report():
+        return client.post(url, body, content_type="application/json", **made.auth)
+
+    answer, sent = round_trips(report)
+    assert answer.status_code == 201 and answer.json()["job_status"] == "RECEIVED"
+    assert_locked_by_token(sent)
+    assert PrintJob.objects.get(pk=assignment.job_id).status == "RECEIVED"
+
+    # The replay: the lock, then the recorded event read (no CTE).
+    replay, sent = round_trips(report)
+    assert replay.status_code == 200 and replay.json()["event_id"] == body["event_id"]
+    assert len(sent) == 4 and (sent[0], sent[-1]) == ("BEGIN", "COMMIT"), sent
+    assert '"token_hash" =' in sent[1] and "qprint_job_event" in sent[2], sent

@@ -131,7 +131,9 @@ async def test_a_cloudprnt_printer_token_opens_no_socket_refused_like_an_unknown
 async def test_the_http_api_and_the_socket_upgrade_come_in_through_one_door(
     device_and_token, sockets, monkeypatch
 ):
-    """Both transports authenticate a device with ``credentials.authenticate_device``."""
+    """Both transports authenticate a device with ``credentials.authenticate_device``; the HTTP
+    claim and event match a token in their own lock and come in through it for every token that
+    lock does not match."""
     from django.test import Client
     from django.urls import reverse
 
@@ -146,11 +148,24 @@ async def test_the_http_api_and_the_socket_upgrade_come_in_through_one_door(
 
     monkeypatch.setattr(credentials, "authenticate_device", door)
     _, token = device_and_token
-    claim = await adb(
-        lambda: Client().post(reverse("qprint:device-claim"), HTTP_AUTHORIZATION=f"Bearer {token}")
-    )
-    assert claim.status_code == 409  # authenticated, then gated: not connected
+
+    def http():
+        client, url = Client(), reverse("qprint:device-claim")
+        printers = client.put(
+            reverse("qprint:device-printers"),
+            [],
+            content_type="application/json",
+            HTTP_AUTHORIZATION=f"Bearer {token}",
+        )
+        matched = client.post(url, HTTP_AUTHORIZATION=f"Bearer {token}")
+        unknown = client.post(url, HTTP_AUTHORIZATION="Bearer not-a-token")
+        return printers.status_code, matched.status_code, unknown.status_code
+
+    # The printers looked up at the door; the claim matched in its lock (authenticated, then
+    # gated: not connected); a token the lock does not match comes in through the door.
+    assert await adb(http) == (200, 409, 401)
+    assert came_in == ["agent", "agent"]
     s = sockets(token)
     await s.hello_and_ready()
     await s.close()
-    assert came_in == ["agent", "agent"]
+    assert came_in == ["agent", "agent", "agent"]
