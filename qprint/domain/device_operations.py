@@ -20,9 +20,8 @@ from typing import Any
 
 from qprint import documents
 from qprint.core.errors import NotFound
-from qprint.domain import commands, credentials
+from qprint.domain import commands, credentials, events
 from qprint.domain.claim import claim_next_job
-from qprint.domain.events import record_device_event
 from qprint.models import Device
 from qprint.models.serializers import assignment_body, command_object, event_object
 
@@ -91,15 +90,31 @@ def event(
     ``device`` and ``token_hash``: as for :func:`claim` (checked in the event's own lock; a
     :class:`~qprint.models.Device` already authenticated needs neither). ``pushes_next``: the
     socket pushes the next job itself after this answer (no wakeup of the device)."""
-    outcome = record_device_event(
+    outcome = events.record_device_event(
         device, job_id, body, token_hash=token_hash, pushes_next=pushes_next
     )
+    return _event_answer(outcome)
+
+
+def _event_answer(outcome: events.EventOutcome) -> Answer:
     answer = {
         **event_object(outcome.event),
         "job_id": str(outcome.job.pk),
         "job_status": outcome.job.status,
     }
     return Answer(201 if outcome.created else 200, answer, outcome.queued)
+
+
+def socket_events(
+    device_id: int, reports: list[events.SocketReport], *, token_hash: str
+) -> list[Answer | Exception]:
+    """Consecutive event frames of one socket, answered in order as :func:`event` answers each
+    (an Answer, or the refusal or database error as raised), recorded in one transaction
+    (:func:`qprint.domain.events.record_socket_events`)."""
+    return [
+        _event_answer(outcome) if isinstance(outcome, events.EventOutcome) else outcome
+        for outcome in events.record_socket_events(device_id, reports, token_hash=token_hash)
+    ]
 
 
 def command_result(

@@ -36,7 +36,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, transaction
 from django.db.models import (
     BooleanField,
     CharField,
@@ -53,7 +53,7 @@ from django.utils import timezone
 
 from qprint.core import prepared
 from qprint.core.device_events import DeviceEvent, fingerprint_of, parse_device_event
-from qprint.core.errors import EventRejected, Invalid, NotFound
+from qprint.core.errors import EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus, can_move, is_final
 from qprint.domain import credentials
@@ -109,9 +109,77 @@ def record_device_event(
     the lock: a job submitted after that statement began publishes its wakeup after it commits,
     and the socket handles that wakeup after this event.
     """
-    presented = device if isinstance(device, credentials.PresentedToken) else None
-    if presented is None:
-        device_id = device.pk if isinstance(device, Device) else int(device)
+    if isinstance(device, credentials.PresentedToken):
+        return _presented_event(device, job_id, payload, pushes_next)
+    device_id = device.pk if isinstance(device, Device) else int(device)
+    job_uuid, event = _parsed(job_id, payload, device_id=device_id, token_hash=token_hash)
+    with transaction.atomic():
+        return _device_event(device_id, job_uuid, event, token_hash, pushes_next)
+
+
+@dataclass(frozen=True)
+class SocketReport:
+    """One ``event`` frame of a device socket: the job, the HTTP event body, and whether the
+    socket pushes the next job after it (``pushes_next`` of :func:`record_device_event`)."""
+
+    job_id: Any
+    payload: Any
+    pushes_next: bool = False
+
+
+def record_socket_events(
+    device_id: int, reports: list[SocketReport], *, token_hash: str
+) -> list[EventOutcome | QPrintError | DatabaseError]:
+    """Consecutive events of one device socket, sent without waiting for the answers
+    (docs/PROTOCOL.md, "Operations over the socket"), recorded in one transaction: one commit
+    instead of one per event. Each is answered as :func:`record_device_event` answers it alone
+    (its outcome, or the refusal it raises, in order). A refusal writes nothing and does not stop
+    the others. A database error rolls the whole transaction back; every event is then recorded
+    on its own transaction, as if they had come one at a time, so none is lost or recorded twice
+    (an error then is that event's outcome: the socket answers it 503, the device sends it again).
+    On SQLite (no batches: its event path uses savepoints) each runs alone."""
+    if connection.vendor != "postgresql" or len(reports) == 1:
+        return [_alone(device_id, report, token_hash) for report in reports]
+    try:
+        with transaction.atomic():
+            outcomes: list[EventOutcome | QPrintError | DatabaseError] = []
+            for report in reports:
+                try:
+                    job_uuid, event = _parsed(
+                        report.job_id, report.payload, device_id=device_id, token_hash=token_hash
+                    )
+                    outcomes.append(
+                        _device_event(device_id, job_uuid, event, token_hash, report.pushes_next)
+                    )
+                except QPrintError as exc:  # raised before the event wrote anything
+                    outcomes.append(exc)
+            return outcomes
+    except DatabaseError:
+        logger.debug("socket_events_one_by_one device=%s events=%s", device_id, len(reports))
+    return [_alone(device_id, report, token_hash) for report in reports]
+
+
+def _alone(
+    device_id: int, report: SocketReport, token_hash: str
+) -> EventOutcome | QPrintError | DatabaseError:
+    """One event in its own transaction; the refusal or the database's error as its outcome."""
+    try:
+        return record_device_event(
+            device_id,
+            report.job_id,
+            report.payload,
+            token_hash=token_hash,
+            pushes_next=report.pushes_next,
+        )
+    except (QPrintError, DatabaseError) as exc:
+        return exc
+
+
+def _parsed(
+    job_id: Any, payload: Any, *, device_id: int | None = None, token_hash: str | None = None
+) -> tuple[uuid.UUID, DeviceEvent]:
+    """The job's id and the event of ``payload`` (422, 404). A socket's device (``token_hash``)
+    has its standing answered first, as over HTTP."""
     try:
         event = parse_device_event(payload)
         try:
@@ -119,38 +187,57 @@ def record_device_event(
         except ValueError:
             raise NotFound(message="No such job.") from None
     except (Invalid, NotFound):
-        # The device's standing is answered first, as the HTTP API always did.
-        if presented is not None:
-            presented.authenticate()
-        elif token_hash is not None:
+        if token_hash is not None:
             credentials.still_held(device_id, token_hash)
         raise
+    return job_uuid, event
 
-    if presented is not None:
-        with transaction.atomic():
-            job = _LOCK_JOB_BY_TOKEN.first(
-                job=job_uuid,
-                digest=presented.token_hash,
-                kind=presented.kind,
-                event_id=event.event_id,
-            )
-            if job is not None:
-                presented.require(job.device_token_hash, job.device_enabled)
-                return _record_locked(job, job.device_id, event, pushes_next)
-        # No job of a device holding this token: the full way decides the device's standing
-        # (and counts a wrong token); a right one looks its job up by the device's id.
-        device_id = presented.authenticate().pk
 
+def _presented_event(
+    presented: credentials.PresentedToken, job_id: Any, payload: Any, pushes_next: bool
+) -> EventOutcome:
+    """The event of an HTTP request: its token matched in the job's lock."""
+    try:
+        job_uuid, event = _parsed(job_id, payload)
+    except (Invalid, NotFound):
+        # The device's standing is answered first, as the HTTP API always did.
+        presented.authenticate()
+        raise
     with transaction.atomic():
-        job = _LOCK_JOB.first(job=job_uuid, device=device_id, event_id=event.event_id)
-        if token_hash is not None:  # the device's standing is answered first, as over HTTP
-            if job is None:
-                credentials.still_held(device_id, token_hash)
-            else:
-                credentials.require_token(job.device_token_hash, job.device_enabled, token_hash)
+        job = _LOCK_JOB_BY_TOKEN.first(
+            job=job_uuid,
+            digest=presented.token_hash,
+            kind=presented.kind,
+            event_id=event.event_id,
+        )
+        if job is not None:
+            presented.require(job.device_token_hash, job.device_enabled)
+            return _record_locked(job, job.device_id, event, pushes_next)
+    # No job of a device holding this token: the full way decides the device's standing (and
+    # counts a wrong token); a right one looks its job up by the device's id.
+    device_id = presented.authenticate().pk
+    with transaction.atomic():
+        return _device_event(device_id, job_uuid, event, None, pushes_next)
+
+
+def _device_event(
+    device_id: int,
+    job_uuid: uuid.UUID,
+    event: DeviceEvent,
+    token_hash: str | None,
+    pushes_next: bool,
+) -> EventOutcome:
+    """The event of device ``device_id``, inside the caller's transaction: the job locked, the
+    socket's standing (``token_hash``) judged from the locked row, then the event recorded."""
+    job = _LOCK_JOB.first(job=job_uuid, device=device_id, event_id=event.event_id)
+    if token_hash is not None:  # the device's standing is answered first, as over HTTP
         if job is None:
-            raise NotFound(message="No such job on this device.")
-        return _record_locked(job, device_id, event, pushes_next)
+            credentials.still_held(device_id, token_hash)
+        else:
+            credentials.require_token(job.device_token_hash, job.device_enabled, token_hash)
+    if job is None:
+        raise NotFound(message="No such job on this device.")
+    return _record_locked(job, device_id, event, pushes_next)
 
 
 def _record_locked(

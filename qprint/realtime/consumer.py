@@ -20,15 +20,17 @@ per message).
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import json
 import logging
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
-from channels.utils import await_many_dispatch
 from django.db import DataError
 
 from qprint.core import cluster, database, inputs, wire
@@ -96,12 +98,54 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
         #: When the last read of the row began (monotonic): a reconcile asked for an earlier
         #: moment has nothing to catch up.
         self._row_read_at = float("-inf")
+        #: What the operation driver took out of turn and did not handle: run next, in order.
+        self.held: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
+        self._receive = receive
+        self._from_client: asyncio.Future = asyncio.ensure_future(receive())
         try:
-            await await_many_dispatch([receive, self.inbox.get], self.dispatch)
+            await self._dispatch_loop()
         except StopConsumer:
             pass
         finally:
             await self._release()
+
+    async def _dispatch_loop(self) -> None:
+        """Channels' ``await_many_dispatch`` over the client and the inbox, one message at a
+        time, with one addition: a handler may take the client's messages that have already
+        arrived (:meth:`arrived`); what it does not handle waits in :attr:`held` and runs
+        before the client's next message."""
+        from_inbox = asyncio.ensure_future(self.inbox.get())
+        try:
+            while True:
+                if self.held:
+                    await self.held.popleft()()
+                    continue
+                await asyncio.wait(
+                    (self._from_client, from_inbox), return_when=asyncio.FIRST_COMPLETED
+                )
+                if self._from_client.done():
+                    message = self._from_client.result()
+                    self._from_client = asyncio.ensure_future(self._receive())
+                    await self.dispatch(message)
+                if from_inbox.done():
+                    message = from_inbox.result()
+                    from_inbox = asyncio.ensure_future(self.inbox.get())
+                    await self.dispatch(message)
+        finally:
+            for task in (self._from_client, from_inbox):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+    async def arrived(self) -> dict[str, Any] | None:
+        """The client's next message when it has already arrived, taken out of turn (None when
+        none has, or when earlier ones are held): the caller handles it or holds it."""
+        await asyncio.sleep(0)  # a message already queued completes the pending receive
+        if self.held or not self._from_client.done():
+            return None
+        message = self._from_client.result()
+        self._from_client = asyncio.ensure_future(self._receive())
+        return message
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Unlike AsyncConsumer.dispatch: a table, not getattr, and no aclose_old_connections()
@@ -213,16 +257,26 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
     # -- frames from the device ------------------------------------------------------------------
 
     async def websocket_receive(self, message: dict[str, Any]) -> None:
-        session = self.session
         try:
-            event = session.receive(message.get("text"), time.monotonic())
+            event = self.session.receive(message.get("text"), time.monotonic())
+        except ProtocolError as exc:
+            await self.protocol_error(exc)
+            return
+        await self.handle(event)
+
+    async def handle(self, event: Any) -> None:
+        """A frame of the device, as the session read it."""
+        try:
             await _EVENT_HANDLERS[type(event)](self, event)
         except ProtocolError as exc:
-            frame, close = session.protocol_error(exc)
-            await self._send_frame(frame)
-            await self._close(close)
+            await self.protocol_error(exc)
         except connection.Replaced:
-            await self._close(session.row_taken())
+            await self._close(self.session.row_taken())
+
+    async def protocol_error(self, error: ProtocolError) -> None:
+        frame, close = self.session.protocol_error(error)
+        await self._send_frame(frame)
+        await self._close(close)
 
     async def on_state(self, event: StateReported) -> None:
         first = not self.session.ready

@@ -8,25 +8,30 @@ is the session's (:mod:`qprint.realtime.session_operations`).
 
 from __future__ import annotations
 
+import collections
+import functools
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from django.db import DatabaseError
 
 from qprint.core import wire
 from qprint.core.errors import QPrintError
-from qprint.domain import device_operations
+from qprint.domain import device_operations, events
 from qprint.metrics import instruments
 from qprint.models.serializers import document_path
 from qprint.realtime import socket_db
-from qprint.realtime.frames import OperationRequest
+from qprint.realtime.frames import OperationRequest, ProtocolError
 from qprint.realtime.session import DeviceSession
 
 logger = logging.getLogger("qprint.socket")
 
 #: A push whose claim has not been made yet (:meth:`DeviceConsumer._carry_out`).
 NOT_FETCHED = object()
+#: Event frames recorded in one transaction at most (those already arrived, in order).
+MAX_EVENTS_AT_ONCE = 20
 
 
 class OperationDriver:
@@ -35,6 +40,14 @@ class OperationDriver:
     session: DeviceSession
     device_id: int
     label: str
+    #: The consumer's: what was taken out of turn and runs next, in order (``held``); the
+    #: client's next message when it already arrived (``arrived``); the handling of a message,
+    #: of a frame the session read and of a protocol error.
+    held: collections.deque[Callable[[], Awaitable[None]]]
+    arrived: Callable[[], Awaitable[dict[str, Any] | None]]
+    dispatch: Callable[[dict[str, Any]], Awaitable[None]]
+    handle: Callable[[Any], Awaitable[None]]
+    protocol_error: Callable[[ProtocolError], Awaitable[None]]
     #: The consumer's ``_send_frame`` sends a frame while the socket is open.
 
     # -- operations over the socket (claim, event, command result) ------------------------------
@@ -42,18 +55,23 @@ class OperationDriver:
     async def on_operation(self, request: OperationRequest) -> None:
         """Answer a request frame as the HTTP API would: a malformed one is the session's
         protocol error (4400); a refusal is a ``refused`` frame and the socket stays."""
+        if request.operation == wire.EVENT:
+            await self._on_events(request)
+            return
         started = time.perf_counter()
-        pushed = NOT_FETCHED
         try:
-            if self.session.pushes_after(request):  # the event, then the push: one thread hop
-                answer, pushed = await socket_db.run(self._event_then_push, request)
-            else:
-                answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
-        except QPrintError as exc:
-            status, error = exc.status, exc.code
-            out = self.session.refused(request, exc.status, exc.code, exc.message)
-        except DatabaseError as exc:
-            logger.warning("socket_operation_failed device=%s error=%r", self.label, exc)
+            answer = await socket_db.run(_OPERATIONS[request.operation], self, request)
+        except (QPrintError, DatabaseError) as exc:
+            answer = exc
+        await self._answer(request, answer, started)
+
+    async def _answer(self, request: OperationRequest, answer: Any, started: float) -> None:
+        """Send the answer frame of ``request`` (an Answer, or the refusal raised)."""
+        if isinstance(answer, QPrintError):
+            status, error = answer.status, answer.code
+            out = self.session.refused(request, answer.status, answer.code, answer.message)
+        elif isinstance(answer, DatabaseError):
+            logger.warning("socket_operation_failed device=%s error=%r", self.label, answer)
             status, error = device_operations.UNAVAILABLE[:2]
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
@@ -61,18 +79,64 @@ class OperationDriver:
             out = self.session.answer(request, answer.status, answer.body)
         instruments.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
+
+    # -- events, several at once ------------------------------------------------------------------
+
+    async def _on_events(self, first: OperationRequest) -> None:
+        """``first`` and the event frames that arrived right behind it (sent without waiting for
+        the answers), recorded in one hand-off and one transaction, answered in order; then the
+        push their release calls for. A frame behind them that is not an event runs after."""
+        started = time.perf_counter()
+        batch = await self._arrived_events(first)
+        reports = [
+            events.SocketReport(r.target, r.body, self.session.pushes_after(r)) for r in batch
+        ]
+        try:
+            answers, pushed = await socket_db.run(self._events_then_push, batch, reports)
+        except DatabaseError as exc:
+            answers, pushed = [exc] * len(batch), NOT_FETCHED
+        for request, answer in zip(batch, answers, strict=True):
+            await self._answer(request, answer, started)
         if pushed is not NOT_FETCHED:
             await self._send_pushed(pushed)
 
-    def _event_then_push(self, request: OperationRequest) -> tuple[device_operations.Answer, Any]:
-        """On a socket thread: the event, then (when it released the job last pushed and the
-        event's statement saw another job queued, or could not tell) the claim for the next job,
-        so the RECEIVED that frees a device's queue costs one hand-off and one with nothing
-        queued claims nothing."""
-        answer = self._event(request)
-        if not self.session.push_after(request, answer.body, answer.queued):
-            return answer, None
-        return answer, self._claim_for_push()
+    async def _arrived_events(self, first: OperationRequest) -> list[OperationRequest]:
+        """``first`` and the event frames already arrived behind it (at most
+        :data:`MAX_EVENTS_AT_ONCE`); the first other message is held to run after them."""
+        batch = [first]
+        while len(batch) < MAX_EVENTS_AT_ONCE:
+            message = await self.arrived()
+            if message is None:
+                break
+            if message.get("type") != "websocket.receive":
+                self.held.append(functools.partial(self.dispatch, message))
+                break
+            try:
+                event = self.session.receive(message.get("text"), time.monotonic())
+            except ProtocolError as exc:
+                self.held.append(functools.partial(self.protocol_error, exc))
+                break
+            if not (isinstance(event, OperationRequest) and event.operation == wire.EVENT):
+                self.held.append(functools.partial(self.handle, event))
+                break
+            batch.append(event)
+        return batch
+
+    def _events_then_push(
+        self, batch: list[OperationRequest], reports: list[events.SocketReport]
+    ) -> tuple[list[Any], Any]:
+        """On a socket thread: the events, then (when one released the job last pushed and its
+        statement saw another job queued, or could not tell) the claim for the next job, so the
+        RECEIVED that frees a device's queue costs one hand-off and one with nothing queued
+        claims nothing."""
+        answers = device_operations.socket_events(
+            self.device_id, reports, token_hash=self.session.token_hash
+        )
+        push = False
+        for request, answer in zip(batch, answers, strict=True):
+            if isinstance(answer, device_operations.Answer):
+                push = self.session.push_after(request, answer.body, answer.queued) or push
+        return answers, (self._claim_for_push() if push else NOT_FETCHED)
 
     def _claim(self, request: OperationRequest) -> device_operations.Answer:
         """On a socket thread: the claim for the device as the HTTP API authenticates it (the
@@ -82,15 +146,6 @@ class OperationDriver:
         connected."""
         return device_operations.claim(
             self.device_id, document_path, token_hash=self.session.token_hash
-        )
-
-    def _event(self, request: OperationRequest) -> device_operations.Answer:
-        return device_operations.event(
-            self.device_id,
-            request.target,
-            request.body,
-            token_hash=self.session.token_hash,
-            pushes_next=self.session.pushes_after(request),
         )
 
     def _command_result(self, request: OperationRequest) -> device_operations.Answer:
@@ -132,6 +187,5 @@ class OperationDriver:
 #: Operation requests -> what runs them on a socket thread.
 _OPERATIONS = {
     wire.CLAIM: OperationDriver._claim,
-    wire.EVENT: OperationDriver._event,
     wire.COMMAND_RESULT: OperationDriver._command_result,
 }

@@ -256,3 +256,66 @@ def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
     assert replay.status_code == 200 and replay.json()["event_id"] == body["event_id"]
     assert len(sent) == 4 and (sent[0], sent[-1]) == ("BEGIN", "COMMIT"), sent
     assert '"token_hash" =' in sent[1] and "qprint_job_event" in sent[2], sent
+
+
+def _report(assignment, kind, **kwargs):
+    from qprint.domain.events import SocketReport
+
+    return SocketReport(assignment.job_id, event(assignment.claim_id, kind), **kwargs)
+
+
+def test_a_sockets_consecutive_events_are_one_transaction():
+    from qprint.domain.events import record_socket_events
+
+    device = connect(make_device().device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    reports = [_report(assignment, kind) for kind in ("RECEIVED", "SPOOLED", "PRINTED")]
+    with CaptureQueriesContext(connection) as captured:
+        outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    assert [o.event.type for o in outcomes] == ["RECEIVED", "SPOOLED", "PRINTED"]
+    assert all(o.created for o in outcomes)
+    sent = [q["sql"] for q in captured.captured_queries]
+    assert sent.count("COMMIT") == 1 and len(sent) - sent.count("BEGIN") == 7, sent
+    assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
+
+
+def test_a_database_error_in_a_batch_records_each_event_alone(monkeypatch):
+    """The database refuses the middle event: the batch rolls back, then each event runs on its
+    own; the others are recorded once, the refused one is that event's outcome (and is not
+    recorded)."""
+    from django.db import DataError
+
+    from qprint.domain import events
+
+    device = connect(make_device().device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    real = events._record_in_one_statement
+
+    def refuse_spooled(job, device_id, event, *args):
+        if event.type == "SPOOLED":
+            raise DataError("refused by the database")
+        return real(job, device_id, event, *args)
+
+    monkeypatch.setattr(events, "_record_in_one_statement", refuse_spooled)
+    reports = [_report(assignment, kind) for kind in ("RECEIVED", "SPOOLED", "PRINTED")]
+    outcomes = events.record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    assert outcomes[0].created and outcomes[2].created
+    assert isinstance(outcomes[1], DataError)
+    recorded = PrintJobEvent.objects.filter(job_id=assignment.job_id, source="DEVICE")
+    assert sorted(recorded.values_list("type", flat=True)) == ["PRINTED", "RECEIVED"]
+
+
+def test_a_refusal_in_a_batch_stops_nothing_else():
+    from qprint.core.errors import QPrintError
+    from qprint.domain.events import record_socket_events
+
+    device = connect(make_device().device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    reports = [_report(assignment, kind) for kind in ("RECEIVED", "QUEUED", "PRINTED")]
+    outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    assert outcomes[0].created and outcomes[2].created
+    assert isinstance(outcomes[1], QPrintError) and outcomes[1].status == 422  # not a device's
+    assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"

@@ -399,3 +399,74 @@ async def test_an_event_after_a_silent_revocation_is_refused_as_over_http(
         assert await Http(token).event(target, body) == (status, refused)
     job = await adb(lambda: PrintJob.objects.get(pk=assignment["job_id"]))
     assert job.status == "CLAIMED"  # nothing recorded
+
+
+async def _claimed_with_socket(device_factory, sockets):
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "c"})
+    return device, s, await answer(s, "c")
+
+
+async def test_events_sent_without_waiting_are_recorded_together_and_answered_in_order(
+    device_factory, sockets, monkeypatch
+):
+    """RECEIVED, SPOOLED and PRINTED sent back to back: one transaction for the three (one
+    commit), three answers in request order, the job PRINTED; a claim frame sent behind them is
+    answered after them (request frames are answered in order)."""
+    from qprint.domain import events
+
+    batches: list[int] = []
+    real = events.record_socket_events
+
+    def spy(device_id, reports, **kwargs):
+        batches.append(len(reports))
+        return real(device_id, reports, **kwargs)
+
+    monkeypatch.setattr(events, "record_socket_events", spy)
+    _, s, assignment = await _claimed_with_socket(device_factory, sockets)
+    job_id, claim_id = assignment["job_id"], assignment["claim_id"]
+    for rid, kind in (("r", "RECEIVED"), ("s", "SPOOLED"), ("p", "PRINTED")):
+        await s.send(as_frame(rid, job_id, event_body(claim_id, kind)))
+    await s.send({"type": "claim", "request_id": "next"})
+    got = [await answer(s, rid) for rid in ("r", "s", "p", "next")]  # wakes skipped
+    assert [f["request_id"] for f in got] == ["r", "s", "p", "next"]
+    assert [f["event"]["type"] for f in got[:3]] == ["RECEIVED", "SPOOLED", "PRINTED"]
+    assert all(f["status"] == 201 for f in got[:3]) and got[3]["type"] == "nothing"
+    assert await adb(lambda: PrintJob.objects.get(pk=job_id).status) == "PRINTED"
+    from django.db import connection as db
+
+    if db.vendor == "postgresql":
+        assert batches == [3], batches
+
+
+async def test_a_refused_event_among_others_refuses_only_itself(device_factory, sockets):
+    """The middle one of three events sent at once goes backwards: it alone is refused (409),
+    the others are recorded, answers in order."""
+    _, s, assignment = await _claimed_with_socket(device_factory, sockets)
+    job_id, claim_id = assignment["job_id"], assignment["claim_id"]
+    frames = [("a", "RECEIVED"), ("b", "QUEUED"), ("c", "PRINTED")]
+    for rid, kind in frames:
+        await s.send(as_frame(rid, job_id, event_body(claim_id, kind)))
+    got = [await answer(s, rid) for rid, _ in frames]  # in order, wakes skipped
+    assert [(f["request_id"], f["type"]) for f in got] == [
+        ("a", "event_recorded"), ("b", "refused"), ("c", "event_recorded"),
+    ]  # fmt: skip
+    assert got[1]["status"] in (409, 422), got[1]
+    assert await adb(lambda: PrintJob.objects.get(pk=job_id).status) == "PRINTED"
+
+
+async def test_a_malformed_frame_behind_events_closes_4400_after_their_answers(
+    device_factory, sockets
+):
+    _, s, assignment = await _claimed_with_socket(device_factory, sockets)
+    job_id, claim_id = assignment["job_id"], assignment["claim_id"]
+    await s.send(as_frame("r", job_id, event_body(claim_id, "RECEIVED")))
+    await s.send({"type": "event", "request_id": "bad"})  # no job_id
+    await answer(s, "r")
+    error = await s.receive()
+    assert (error["type"], error["code"]) == ("error", "protocol_error")
+    assert await s.receive_close() == 4400
+    assert await adb(lambda: PrintJob.objects.get(pk=job_id).status) == "RECEIVED"
