@@ -105,8 +105,12 @@ else:
         # path's statements are planned once per pooled connection, after this many runs on it.
         # Django turns them off by default for PgBouncer in transaction mode (DATABASE_POOL=off
         # keeps that default; DATABASE_PREPARE_THRESHOLD=off turns them off here too).
-        threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5")
-        if threshold.lower() != "off":
+        threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
+        if threshold != "off":
+            if not threshold.isdigit():
+                raise ImproperlyConfigured(
+                    f"DATABASE_PREPARE_THRESHOLD must be a whole number or off, not {threshold!r}"
+                )
             DATABASES["default"]["OPTIONS"]["prepare_threshold"] = int(threshold)
 
 REDIS_URL = env.str("REDIS_URL", default="")

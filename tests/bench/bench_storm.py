@@ -39,7 +39,7 @@ from tests.qprint.realtime.cluster import RealDevice, database_url_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-STORM = int(os.environ.get("BENCH_STORM", 0)) or size(3000, 500)
+STORM = int(os.environ.get("BENCH_STORM", 0)) or size(5000, 500)
 AT_ONCE = 50
 
 
