@@ -13,7 +13,10 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   probe, and then asks every socket of the process to reconcile (read its row), paced at
   :data:`RECONCILE_PER_SECOND`. A probe that times out while the process's own event loop runs
   late (a connect burst) is tried again rather than taken for an outage, and a failed
-  ``publish`` (the ``replaced`` of a new connection) is counted, never an outage.
+  ``publish`` (the ``replaced`` of a new connection) is counted, never an outage. Nor is a
+  ``group_add`` or ``group_discard`` that only timed out (``bus_slow``: thousands of sockets
+  subscribing at once keep the layer's one connection busy): it is tried again at the next
+  sync, and the device's heartbeats cover it meanwhile; only the probe says Redis is gone.
 
 Nothing here closes a socket: while the layer fails, the bus logs one ``bus_down`` line, retries,
 and the sockets carry on with their heartbeats (which find what a lost wakeup would have said).
@@ -82,6 +85,7 @@ class DeviceBus:
         self.max_lag = 0.0
         self.publish_failures = 0
         self.excused_timeouts = 0
+        self.slow_subscriptions = 0
         self._probe_timeouts = 0
         self._reconciling: asyncio.Task | None = None
 
@@ -230,6 +234,9 @@ class DeviceBus:
                     self.layer.group_add(device_group(device_id), self.channel),
                     LAYER_TIMEOUT_SECONDS,
                 )
+            except TimeoutError:
+                self._slow("group_add")
+                return
             except Exception as exc:
                 self._failed("group_add", exc)
                 return
@@ -255,6 +262,8 @@ class DeviceBus:
                     self.layer.group_discard(device_group(device_id), self.channel),
                     LAYER_TIMEOUT_SECONDS,
                 )
+            except TimeoutError:
+                self._slow("group_discard")
             except Exception as exc:
                 self._failed("group_discard", exc)
 
@@ -293,6 +302,13 @@ class DeviceBus:
         self._probe_timeouts = 0
         if not self.up:
             self._set_up()
+
+    def _slow(self, what: str) -> None:
+        """A subscription change that timed out: counted and tried again at the next sync (a
+        device not subscribed yet is in ``wanted - subscribed``); not an outage."""
+        self.slow_subscriptions += 1
+        logger.info("bus_slow what=%s loop_lag=%.2fs", what, self.max_lag)
+        self.loop.call_later(0.5, self._changed.set)
 
     def _failed(self, what: str, exc: BaseException) -> None:
         """A layer operation failed: an outage, unless it only timed out while this process's

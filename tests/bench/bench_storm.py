@@ -105,6 +105,12 @@ def bus_downs(log: str) -> int:
     return len(re.findall(r"bus_down", log))
 
 
+def bus_down_lines(log: str) -> list[str]:
+    """The ``bus_down`` lines themselves (their ``reason`` says which layer call failed) and the
+    ``bus_late`` ones (a layer call that timed out while the loop ran late, tried again)."""
+    return [line[-200:] for line in log.splitlines() if "bus_down" in line or "bus_late" in line]
+
+
 async def test_reconnect_storm(three_nodes, bench_result):
     a, b, c = three_nodes
     pg = PrivatePostgres.from_env()
@@ -151,6 +157,7 @@ async def test_reconnect_storm(three_nodes, bench_result):
             "connects_per_s": round(STORM / burst_seconds, 1),
             "failed_handshakes": first_failures,
             "bus_down_on_a": bus_downs(a.log()),
+            "bus_down_lines_on_a": bus_down_lines(a.log()),
         },
         "move": {
             "seconds_until_all_ready": round(moved_seconds, 1),
@@ -159,6 +166,7 @@ async def test_reconnect_storm(three_nodes, bench_result):
             "statements_per_reconnect": per_reconnect,
             "statements": statements,
             "bus_down_on_b_c": bus_downs(b.log()) + bus_downs(c.log()),
+            "bus_down_lines_on_b_c": bus_down_lines(b.log()) + bus_down_lines(c.log()),
             "cpu_seconds_b_c": cpu,
             "node_cpu_ms_per_reconnect": round(sum(cpu.values()) * 1000 / STORM, 2),
         },

@@ -103,6 +103,8 @@ def verdict(value, comparison: str, bound) -> str:
     if ok:
         return "met"
     if comparison in ("<=", "<"):
+        if not bound:
+            return f"missed: {value:g} where the bound is {bound:g}"
         return f"missed: {value / bound:.1f}x the bound"
     return f"missed: {100 * value / bound:.0f} % of the bound"
 

@@ -67,3 +67,36 @@ async def test_the_reconcile_after_an_outage_is_paced(monkeypatch):
     assert len(times) == 30  # every socket, once
     # 10 a batch, 10 batches a second: the last third goes out at least 0.2 s after the first.
     assert times[-1] - times[0] >= 0.15 and times[0] - started < 0.1
+
+
+class SlowSubscriptions:
+    """A layer whose subscriptions time out until ``fast`` is set (Redis itself answering)."""
+
+    def __init__(self):
+        self.fast = False
+        self.groups: set[str] = set()
+
+    async def group_add(self, group, channel):
+        if not self.fast:
+            await asyncio.sleep(3600)
+        self.groups.add(group)
+
+
+async def test_a_subscription_that_times_out_is_tried_again_and_is_not_an_outage(monkeypatch):
+    """Thousands of sockets subscribing at once: a group_add that times out (the loop not late)
+    leaves the bus up and the device unsubscribed, and the next sync subscribes it (then its
+    socket reconciles, for the wakeups it may have missed)."""
+    monkeypatch.setattr(bus_module, "LAYER_TIMEOUT_SECONDS", 0.05)
+    layer = SlowSubscriptions()
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    device_bus.channel = "c"
+    socket = Socket(7)
+    device_bus.sockets[7] = {socket}
+    await device_bus._sync_groups()
+    assert device_bus.up and device_bus.slow_subscriptions == 1
+    assert 7 not in device_bus.subscribed and socket.messages == []
+    layer.fast = True
+    await device_bus._sync_groups()
+    assert device_bus.up and 7 in device_bus.subscribed
+    assert layer.groups == {bus_module.device_group(7)}
+    assert [m["type"] for _, m in socket.messages] == ["qprint.reconcile"]
