@@ -12,7 +12,8 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
   probe, and then asks every socket of the process to reconcile (read its row), paced at
   :data:`RECONCILE_PER_SECOND`. A probe that times out while the process's own event loop runs
-  late (a connect burst) is tried again rather than taken for an outage, and a failed
+  late, or while this process accepted :data:`BURST_SOCKETS_EXCUSE` sockets or more (a
+  connect burst), is tried again rather than taken for an outage, and a failed
   ``publish`` (the ``replaced`` of a new connection) is counted, never an outage. Nor is a
   ``group_add`` or ``group_discard`` that only timed out (``bus_slow``: thousands of sockets
   subscribing at once keep the layer's one connection busy): it is tried again at the next
@@ -49,6 +50,10 @@ LAYER_TIMEOUT_SECONDS = 2.0
 LOOP_LAG_EXCUSE_SECONDS = 0.1
 #: Probes in a row that must time out (on a loop that was not late) before the bus is down.
 PROBE_TIMEOUTS_FOR_OUTAGE = 2
+#: Sockets attached here while one probe ran that make its timeout the connect burst's, not the
+#: bus's: thousands of handshakes and subscriptions keep this process busy without the loop
+#: running measurably late at any one turn, and a probe's round trip then waits behind them.
+BURST_SOCKETS_EXCUSE = 50
 #: After an outage, the sockets reconcile (read their rows) this many per second, not all at once.
 RECONCILE_PER_SECOND = 1000
 
@@ -86,12 +91,15 @@ class DeviceBus:
         self.publish_failures = 0
         self.excused_timeouts = 0
         self.slow_subscriptions = 0
+        #: Sockets attached since the process started (a probe compares it before and after).
+        self.attached = 0
         self._probe_timeouts = 0
         self._reconciling: asyncio.Task | None = None
 
     # -- registry ---------------------------------------------------------------------------
 
     def attach(self, socket: Socket) -> None:
+        self.attached += 1
         self.sockets.setdefault(socket.device_id, set()).add(socket)
         self._start()
         self._changed.set()
@@ -281,6 +289,7 @@ class DeviceBus:
         future = self.loop.create_future()
         self._probe = (token, future)
         self.max_lag = 0.0
+        attached = self.attached
         try:
             await asyncio.wait_for(
                 self.layer.send(self.channel, {"type": "qprint.probe", "token": token}),
@@ -290,6 +299,11 @@ class DeviceBus:
         except asyncio.CancelledError:
             raise
         except TimeoutError as exc:
+            burst = self.attached - attached
+            if burst >= BURST_SOCKETS_EXCUSE and self.up:
+                self.excused_timeouts += 1
+                logger.info("bus_late what=probe connects=%d", burst)
+                return
             self._probe_timeouts += 1
             if self._probe_timeouts >= PROBE_TIMEOUTS_FOR_OUTAGE or not self.up:
                 self._failed("probe", exc)

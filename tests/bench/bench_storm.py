@@ -108,7 +108,11 @@ def bus_downs(log: str) -> int:
 def bus_down_lines(log: str) -> list[str]:
     """The ``bus_down`` lines themselves (their ``reason`` says which layer call failed) and the
     ``bus_late`` ones (a layer call that timed out while the loop ran late, tried again)."""
-    return [line[-200:] for line in log.splitlines() if "bus_down" in line or "bus_late" in line]
+    return [
+        line[-200:]
+        for line in log.splitlines()
+        if any(w in line for w in ("bus_down", "bus_late", "bus_slow"))
+    ]
 
 
 async def test_reconnect_storm(three_nodes, bench_result):

@@ -100,3 +100,25 @@ async def test_a_subscription_that_times_out_is_tried_again_and_is_not_an_outage
     assert device_bus.up and 7 in device_bus.subscribed
     assert layer.groups == {bus_module.device_group(7)}
     assert [m["type"] for _, m in socket.messages] == ["qprint.reconcile"]
+
+
+async def test_a_probe_that_times_out_during_a_connect_burst_is_not_an_outage(monkeypatch):
+    """Sockets attaching by the hundred while the probe waits: its timeout is the burst's (the
+    loop busy without one late turn), not Redis's. Without the burst, two timeouts in a row are an
+    outage."""
+    monkeypatch.setattr(bus_module, "LAYER_TIMEOUT_SECONDS", 0.1)
+    device_bus = DeviceBus(asyncio.get_running_loop(), SlowLayer())
+    device_bus.channel = "c"
+    monkeypatch.setattr(device_bus, "_start", lambda: None)
+
+    async def burst():
+        for device_id in range(bus_module.BURST_SOCKETS_EXCUSE):
+            device_bus.attach(Socket(device_id))
+            await asyncio.sleep(0)
+
+    for _ in range(3):
+        await asyncio.gather(device_bus._run_probe(), burst())
+    assert device_bus.up and device_bus.excused_timeouts == 3
+    await device_bus._run_probe()
+    await device_bus._run_probe()
+    assert not device_bus.up
