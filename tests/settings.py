@@ -25,15 +25,20 @@ RUN_ID = f"{os.getpid()}"
 if SERVICES.database_url:
     DATABASES = {"default": environ.Env.db_url_config(SERVICES.database_url)}
     DATABASES["default"]["TEST"] = {"NAME": f"test_qprint_{RUN_ID}"}
-    # Every statement the job path binds on the server is prepared at its first run, so the
-    # suite meets what a pooled node meets after five (docs/PERFORMANCE.md, "Prepared
-    # statements").
-    DATABASES["default"]["OPTIONS"] = {"prepare_threshold": 0}
+    if "postgresql" in DATABASES["default"]["ENGINE"]:
+        # Every statement the job path binds on the server is prepared at its first run, so the
+        # suite meets what a pooled node meets after five (docs/PERFORMANCE.md, "Prepared
+        # statements").
+        DATABASES["default"]["OPTIONS"] = {"prepare_threshold": 0}
     if os.environ.get("QPRINT_TEST_POOL") == "on":
         # The nodes the tests start run the example project's pool; the test process itself
         # does not by default: tests that fork (qcluster's lease races) cannot share one.
         DATABASES["default"]["CONN_MAX_AGE"] = 0
-        DATABASES["default"]["OPTIONS"]["pool"] = {"min_size": 1, "max_size": 24, "timeout": 20}
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1,
+            "max_size": 24,
+            "timeout": 20,
+        }
 else:
     # A file, not :memory:, so threads and subprocesses of a test see the same database.
     DATABASES["default"]["TEST"] = {
