@@ -16,9 +16,8 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   connect burst), is tried again rather than taken for an outage, and a failed
   ``publish`` (the ``replaced`` of a new connection) is counted, never an outage. Nor is a
   ``group_add`` or ``group_discard`` that only timed out (``bus_slow``: thousands of sockets
-  subscribing at once keep the layer's one connection busy): a ``group_add`` is tried again at
-  the next sync, and the device's heartbeats cover it meanwhile; only the probe says Redis is
-  gone.
+  subscribing at once keep the layer's one connection busy): it is tried again at the next
+  sync, and the device's heartbeats cover it meanwhile; only the probe says Redis is gone.
 
 Nothing here closes a socket: while the layer fails, the bus logs one ``bus_down`` line, retries,
 and the sockets carry on with their heartbeats (which find what a lost wakeup would have said).
@@ -319,11 +318,11 @@ class DeviceBus:
             self._set_up()
 
     def _slow(self, what: str) -> None:
-        """A subscription change that timed out: counted, not an outage. A ``group_add`` is tried
-        again by the maintain loop's next sync (the device is still in ``wanted - subscribed``),
-        within ``BUS_PROBE_SECONDS``."""
+        """A subscription change that timed out: counted and tried again at the next sync (a
+        device not subscribed yet is in ``wanted - subscribed``); not an outage."""
         self.slow_subscriptions += 1
         logger.info("bus_slow what=%s loop_lag=%.2fs", what, self.max_lag)
+        self.loop.call_later(0.5, self._changed.set)
 
     def _failed(self, what: str, exc: BaseException) -> None:
         """A layer operation failed: an outage, unless it only timed out while this process's

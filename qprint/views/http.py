@@ -162,9 +162,9 @@ def authenticate_device(request: HttpRequest):
 
 
 def present_device_token(request: HttpRequest) -> credentials.PresentedToken:
-    """The device token presented, not yet looked up: the operation matches it in its own lock
-    and falls back to the one way in when that lock matches nothing, which answers an absent or
-    malformed token 401 (:class:`qprint.domain.credentials.PresentedToken`)."""
+    """The device token presented, not yet looked up (401 when absent or malformed): the
+    operation matches it in its own lock and falls back to the one way in when that lock matches
+    nothing (:class:`qprint.domain.credentials.PresentedToken`)."""
     return credentials.PresentedToken(bearer_token(request), source=client_address(request))
 
 
