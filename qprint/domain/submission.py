@@ -9,7 +9,6 @@ exceptions with the error codes of docs/API.md.
 """
 
 import logging
-import time
 import uuid
 from datetime import timedelta
 from typing import Any
@@ -24,7 +23,7 @@ from django.db.models import (
 from django.db.models.constants import OnConflict
 from django.db.models.functions import Now
 
-from qprint.core import inputs
+from qprint.core import inputs, prepared
 from qprint.core.conf import DEFAULTS, qprint_settings
 from qprint.core.device_events import fingerprint_of
 from qprint.core.errors import (
@@ -254,20 +253,11 @@ def _insert_job_in_one_statement(
         SELECT created_at, expires_at FROM job
     """
     params = [*params, *document_params, *queued_params]
-    # psycopg's own cursor, on the same connection and transaction: it sends the document as a
+    # Bound by the server, on the same connection and transaction: the document travels as a
     # binary parameter (%b). Django's client-side binding would first write it into the SQL text
     # as a hex literal, several times its size in memory (docs/SECURITY.md, "Limits").
-    import psycopg  # PostgreSQL only (this path)
-
-    connection.ensure_connection()
-    started = time.monotonic()
-    with psycopg.Cursor(connection.connection) as cursor:  # Django's factory binds client-side
-        cursor.execute(statement, params)
-        row = cursor.fetchone()
-    if connection.queries_logged:  # as Django's cursor would (debug, CaptureQueriesContext)
-        connection.queries_log.append(
-            {"sql": statement, "time": f"{time.monotonic() - started:.3f}"}
-        )
+    rows = prepared.fetch(statement, params)
+    row = rows[0] if rows else None
     if row is None:
         if not fields["idempotency_key"]:
             raise IntegrityError(f"job {job.pk} was not inserted")

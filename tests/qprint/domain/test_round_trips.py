@@ -4,7 +4,7 @@ claim or an event is BEGIN, those two statements and COMMIT: the device's token 
 lock, with no lookup of its own."""
 
 import pytest
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
@@ -319,3 +319,31 @@ def test_a_refusal_in_a_batch_stops_nothing_else():
     assert outcomes[0].created and outcomes[2].created
     assert isinstance(outcomes[1], QPrintError) and outcomes[1].status == 422  # not a device's
     assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
+
+
+def test_the_submissions_statement_is_django_s_to_execute_wrappers_and_errors():
+    """The one-statement insert runs through Django's machinery: an execute wrapper (an APM's
+    tracing) sees it, and a refusal by the database arrives as Django's exception, which the
+    API maps to its answer, not as the driver's own."""
+    device = make_device().device
+    seen = []
+
+    def observe(execute, sql, params, many, context):
+        seen.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(observe):
+        api.submit_job(device.tenant, device.name, PDF, "application/pdf", title="seen")
+    assert any("INSERT INTO" in sql and "qprint_job" in sql for sql in seen), seen
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE qprint_job ADD CONSTRAINT test_refused CHECK (title <> 'refused')"
+        )
+    try:
+        with pytest.raises(IntegrityError):
+            api.submit_job(device.tenant, device.name, PDF, "application/pdf", title="refused")
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE qprint_job DROP CONSTRAINT test_refused")
+    assert not PrintJob.objects.filter(title="refused").exists()
