@@ -1,4 +1,5 @@
-"""ASGI entry point: HTTP through Django, the device socket through qprint's routing."""
+"""ASGI entry point: HTTP through Django (qprint's busiest API routes served directly), the
+device socket through qprint's routing."""
 
 import os
 
@@ -18,11 +19,11 @@ if settings.DEBUG:
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from qprint.routing import websocket_urlpatterns  # noqa: E402
+from qprint.routing import http_application, websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_application(django_asgi_app),
         "websocket": URLRouter(websocket_urlpatterns),
     }
 )

@@ -140,6 +140,10 @@ def _endpoint(
                     return refused
                 return await executor.http.run(serve, view, authenticate, request, args, kwargs)
 
+            # Served without Django's per-request machinery when the project routes HTTP
+            # through qprint.routing.http_application (qprint.views.direct).
+            wrapper.direct = True
+
         else:
 
             @csrf_exempt
