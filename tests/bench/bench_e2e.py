@@ -36,11 +36,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import signal
-import sys
 import time
 import uuid
-from pathlib import Path
 
 import httpx
 import pytest
@@ -55,7 +52,8 @@ from tests.bench.conftest import size
 from tests.bench.deployed import Fleet, agent_args, poller_args, start_nodes
 from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, process_tree
 from tests.bench.postgres import PrivatePostgres
-from tests.processes import ManagedProcess, RedisServer
+from tests.bench.profile import PROFILE_DIR, profiler
+from tests.processes import RedisServer
 from tests.qprint.realtime.cluster import Node, database_url_of
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
@@ -73,7 +71,6 @@ ONLY = os.environ.get("BENCH_E2E_ONLY", "")
 VARIANTS = [v for v in os.environ.get("BENCH_E2E_VARIANTS", "").split(",") if v]
 SUBMITTERS = 8
 POLL_JOBS = size(100, 40)
-PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
 DOCUMENT = base64.b64encode(b"%PDF-1.4 bench\n" + b"x" * 2000).decode()
 
 
@@ -261,8 +258,7 @@ async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict
     done = await wait_printed(submitted, 300)
     cost = await asyncio.to_thread(meter.end, before, len(submitted))
     for spy in spies:
-        spy.send(signal.SIGINT)  # py-spy writes its output on SIGINT
-        await asyncio.to_thread(spy.wait, 120)
+        await asyncio.to_thread(spy.stop)
     latencies = [(done[j] - t) * 1000 for j, t in submitted.items()]
     span = max(done.values()) - min(submitted.values())
     figures = latency_figures(latencies)
@@ -271,19 +267,6 @@ async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict
     figures.update(cost)
     await database_sync_to_async(reset_jobs)()
     return figures
-
-
-def profiler(pid: int, name: str) -> ManagedProcess:
-    """py-spy on process ``pid`` (``BENCH_PROFILE=<dir>``): raw stacks for tests.bench.profile."""
-    out = Path(PROFILE_DIR) / f"{name}.txt"
-    spy = str(Path(sys.executable).parent / "py-spy")
-    args = [spy, "record", "--pid", str(pid), "--rate", "100",
-            "--format", "raw", "--output", str(out), "--nonblocking",
-            *(["--gil"] if os.environ.get("BENCH_PROFILE_GIL") else [])]  # fmt: skip
-    spy = ManagedProcess("py-spy", args, dict(os.environ))
-    spy.start()
-    time.sleep(1)
-    return spy
 
 
 async def test_end_to_end(cluster, bench_result):

@@ -26,6 +26,7 @@ from django.db import connection
 from tests.bench.common import make_devices
 from tests.bench.conftest import size
 from tests.bench.machine import process_cpu_seconds, process_rss_bytes
+from tests.bench.profile import PROFILE_DIR, profiler
 from tests.processes import RedisServer
 from tests.qprint.realtime.cluster import RealDevice, database_url_of
 
@@ -100,6 +101,7 @@ async def test_idle_devices(node, bench_result):
     await asyncio.sleep(2)
     rss = [(0, process_rss_bytes(pid))]
     devices: list[RealDevice] = []
+    spy = profiler(pid, "idle-connects") if PROFILE_DIR else None
     started = time.monotonic()
     for start in range(0, IDLE, BATCH):
         batch = made[start : start + BATCH]
@@ -108,7 +110,10 @@ async def test_idle_devices(node, bench_result):
     while await database_sync_to_async(ready_count)() < IDLE:
         await asyncio.sleep(0.1)
     connect_seconds = time.monotonic() - started
+    if spy is not None:
+        spy.stop()
     await asyncio.sleep(5)  # settled
+    spy = profiler(pid, "idle-pings") if PROFILE_DIR else None
 
     # The statistics reach pg_stat_database within a second or so: read them 2 s after the ping
     # count at both ends, so the two windows have the same length.
@@ -119,6 +124,8 @@ async def test_idle_devices(node, bench_result):
     cpu1, pings1, t1 = process_cpu_seconds(pid), CountingDevice.pings, time.monotonic()
     await asyncio.sleep(2)
     xact1 = await database_sync_to_async(committed)()
+    if spy is not None:
+        spy.stop()
     pings = pings1 - pings0
     figures = {
         "devices": IDLE,

@@ -1,4 +1,6 @@
-"""Top frames of a py-spy raw profile (``py-spy record --format raw``).
+"""Profiles of the benchmarks' processes: :func:`profiler` records one with py-spy
+(``BENCH_PROFILE=<dir>``), and this module's command prints the top frames of one
+(``py-spy record --format raw``).
 
     python -m tests.bench.profile docs/bench/profiles/push_http-throughput.txt [--top 25]
 
@@ -11,9 +13,44 @@ from __future__ import annotations
 
 import argparse
 import collections
+import os
 import re
+import signal
+import sys
+import time
+from pathlib import Path
+
+from tests.processes import ManagedProcess
+
+#: Where the benchmarks write py-spy's raw profiles (none when empty).
+PROFILE_DIR = os.environ.get("BENCH_PROFILE", "")
 
 FRAME = re.compile(r"^(?P<func>.*?) \((?P<file>[^:]*)(?::\d+)?\)$")
+
+
+class Profiler:
+    """py-spy recording one process until :meth:`stop`."""
+
+    def __init__(self, pid: int, name: str) -> None:
+        out = Path(PROFILE_DIR) / f"{name}.txt"
+        spy = str(Path(sys.executable).parent / "py-spy")
+        args = [spy, "record", "--pid", str(pid), "--rate", "100",
+                "--format", "raw", "--output", str(out), "--nonblocking",
+                *(["--gil"] if os.environ.get("BENCH_PROFILE_GIL") else [])]  # fmt: skip
+        self.spy = ManagedProcess("py-spy", args, dict(os.environ))
+        self.spy.start()
+        time.sleep(1)
+
+    def stop(self) -> None:
+        """Stop recording and write the profile (py-spy writes its output on SIGINT)."""
+        self.spy.send(signal.SIGINT)
+        self.spy.wait(120)
+
+
+def profiler(pid: int, name: str) -> Profiler:
+    """py-spy on process ``pid`` until stopped, into ``<BENCH_PROFILE>/<name>.txt``
+    (``BENCH_PROFILE_GIL=1``: only the thread holding the interpreter)."""
+    return Profiler(pid, name)
 
 
 def summarise(path: str, top: int = 25) -> str:

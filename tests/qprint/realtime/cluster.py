@@ -52,10 +52,10 @@ def node_env(database_url: str, redis_url: str | None, node_id: str, **extra: st
 class Node:
     """A Daphne node of the example project."""
 
-    def __init__(self, node_id: str, env: dict[str, str]):
+    def __init__(self, node_id: str, env: dict[str, str], **options: str):
         self.node_id = node_id
         self.port = free_port()
-        self.process: ManagedProcess = daphne_node(node_id, self.port, env)
+        self.process: ManagedProcess = daphne_node(node_id, self.port, env, **options)
 
     def start(self, timeout: float = 30) -> Node:
         self.process.start()
