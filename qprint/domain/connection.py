@@ -146,8 +146,8 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
     t = raw.tables()
-    with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce, db.cursor() as cursor:
-        cursor.execute(
+    with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce:
+        rows = prepared.fetch(
             f"""
             UPDATE {t["device"]} SET
                 connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
@@ -163,9 +163,9 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
                 device_id,
             ],
         )
-        row = cursor.fetchone()
-        if row is None:
+        if not rows:
             raise Replaced(f"device {device_id} does not exist")
+        row = rows[0]
         announce()
     return Taken(
         enabled=bool(row[0]),
@@ -246,20 +246,19 @@ def mark_ready(
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
     """Forget this connection (socket closed). False when a newer connection holds the row."""
     t = raw.tables()
-    with (
-        outbox.announcing_device(device_id, DEVICE_DISCONNECTED) as announce,
-        db.cursor() as cursor,
-    ):
-        cursor.execute(
-            f"""
-            UPDATE {t["device"]} SET
-                connection_id = NULL, connection_node = '', connection_ready = {sql.false()},
-                connection_lease_expires_at = NULL
-            WHERE id = %s AND connection_id = %s
-            """,
-            [device_id, sql.uuid_param(connection_id)],
+    with outbox.announcing_device(device_id, DEVICE_DISCONNECTED) as announce:
+        cleared = bool(
+            prepared.fetch(
+                f"""
+                UPDATE {t["device"]} SET
+                    connection_id = NULL, connection_node = '', connection_ready = {sql.false()},
+                    connection_lease_expires_at = NULL
+                WHERE id = %s AND connection_id = %s
+                RETURNING id
+                """,
+                [device_id, sql.uuid_param(connection_id)],
+            )
         )
-        cleared = cursor.rowcount == 1
         if cleared:
             announce()
     return cleared

@@ -12,9 +12,10 @@ Two readers share the one predicate written here:
 
 from datetime import timedelta
 
-from django.db.models import QuerySet
+from django.db.models import IntegerField, QuerySet
 from django.db.models.functions import Now
 
+from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.models import PrintJob
 
@@ -27,14 +28,26 @@ def active(queryset: QuerySet[PrintJob] | None = None) -> QuerySet[PrintJob]:
     )
 
 
+#: A device's active jobs, oldest received first: read by every connect (prepared,
+#: :mod:`qprint.core.prepared`).
+_ACTIVE_JOBS = PreparedQuery(
+    lambda: (
+        active(
+            PrintJob.objects.filter(
+                device_id=Param("device", IntegerField()), claim_id__isnull=False
+            )
+        )
+        .order_by("received_at", "created_at")
+        .only("id", "claim_id", "status")
+    )
+)
+
+
 def active_jobs(device_id: int) -> tuple[tuple[str, str, str], ...]:
     """``(job_id, claim_id, status)`` of the device's active jobs, oldest received first."""
-    rows = (
-        active(PrintJob.objects.filter(device_id=device_id, claim_id__isnull=False))
-        .order_by("received_at", "created_at")
-        .values_list("id", "claim_id", "status")
+    return tuple(
+        (str(job.pk), str(job.claim_id), job.status) for job in _ACTIVE_JOBS.all(device=device_id)
     )
-    return tuple((str(job_id), str(claim_id), status) for job_id, claim_id, status in rows)
 
 
 def stuck(queryset: QuerySet[PrintJob], seconds: float) -> QuerySet[PrintJob]:

@@ -30,10 +30,11 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Count, Exists, Min, Q
+from django.db.models import Count, Exists, IntegerField, Min, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from qprint.core.prepared import Param, PreparedQuery
 from qprint.models import (
     DeliveryStatus,
     Device,
@@ -56,6 +57,19 @@ def new_event_id() -> str:
 def _endpoints_wanting(tenant_filter: Q, event_type: str) -> list[WebhookEndpoint]:
     endpoints = WebhookEndpoint.objects.filter(tenant_filter).only("id", "events")
     return [e for e in endpoints if e.wants(event_type)]
+
+
+#: The endpoints of a device's tenant: read by every connect and close of a socket (prepared,
+#: :mod:`qprint.core.prepared`).
+_DEVICE_TENANT_ENDPOINTS = PreparedQuery(
+    lambda: WebhookEndpoint.objects.filter(
+        tenant__in=Device.objects.filter(pk=Param("device", IntegerField())).values("tenant")[:1]
+    ).only("id", "events")
+)
+
+
+def _device_endpoints_wanting(device_id: int, event_type: str) -> list[WebhookEndpoint]:
+    return [e for e in _DEVICE_TENANT_ENDPOINTS.all(device=device_id) if e.wants(event_type)]
 
 
 def _insert(endpoints: list[WebhookEndpoint], event_type: str, data: dict[str, Any]) -> None:
@@ -124,15 +138,14 @@ def announcing_device(device_id: int, event_type: str) -> Iterator[Callable[[], 
     as it is (the statement stays alone in autocommit). Otherwise the statement and the delivery
     rows share one transaction. An endpoint made while the block runs may miss this event.
     """
-    tenant = Device.objects.filter(pk=device_id).values("tenant")[:1]
-    if not _endpoints_wanting(Q(tenant__in=tenant), event_type):
+    if not _device_endpoints_wanting(device_id, event_type):
         yield lambda: None
         return
     announced: list[bool] = []
     with transaction.atomic():
         yield lambda: announced.append(True)
         if announced:
-            endpoints = _endpoints_wanting(Q(tenant__in=tenant), event_type)
+            endpoints = _device_endpoints_wanting(device_id, event_type)
             if endpoints:
                 _insert(endpoints, event_type, _device_data(device_id))
 
