@@ -42,6 +42,7 @@ path runs them on its own threads (``qprint.realtime.socket_db``).
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -177,18 +178,33 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
     )
 
 
+@functools.cache
+def _ping_statement(vendor: str) -> str:
+    """The ping's statement, built once per database vendor (every ping runs it)."""
+    t = raw.tables()
+    return f"""
+        UPDATE {t["device"]} SET
+            connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+        WHERE id = %s AND connection_id = %s
+        RETURNING {_state_columns()}
+        """
+
+
+@functools.cache
+def _read_statement(vendor: str) -> str:
+    """The read's statement, built once per database vendor (every wakeup runs it)."""
+    return f"""
+        SELECT {_state_columns()} FROM {raw.tables()["device"]}
+        WHERE id = %s AND connection_id = %s
+        """
+
+
 def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> DeviceState:
     """Renew the lease and learn, in the same statement, what the connection has not been told."""
-    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
-        f"""
-            UPDATE {t["device"]} SET
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
-            WHERE id = %s AND connection_id = %s
-            RETURNING {_state_columns()}
-            """,
+        _ping_statement(db.vendor),
         [lease_seconds(heartbeat_seconds), device_id, sql.uuid_param(connection_id)],
     )
     return _state(row)
@@ -196,14 +212,10 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
 
 def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     """What :func:`ping` returns, without renewing the lease (a wakeup, a reconcile)."""
-    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
-        f"""
-            SELECT {_state_columns()} FROM {t["device"]}
-            WHERE id = %s AND connection_id = %s
-            """,
+        _read_statement(db.vendor),
         [device_id, sql.uuid_param(connection_id)],
     )
     return _state(row)
