@@ -141,6 +141,7 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
     import psycopg  # PostgreSQL only (this path)
+    from psycopg.pq import ExecStatus
 
     connection.ensure_connection()
     started = time.monotonic()
@@ -154,7 +155,10 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
         for wrapper in reversed(connection.execute_wrappers):
             execute = functools.partial(wrapper, execute)
         execute(sql, params, False, {"connection": connection, "cursor": cursor})
-        rows = cursor.fetchall() if cursor.description else []
+        # Whether the statement returned rows, from the result itself: ``description`` would
+        # build a Column object per column at every call.
+        returned = cursor.pgresult is not None and cursor.pgresult.status == ExecStatus.TUPLES_OK
+        rows = cursor.fetchall() if returned else []
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
