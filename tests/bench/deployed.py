@@ -5,8 +5,6 @@ the end-to-end, idle and storm benchmarks."""
 
 from __future__ import annotations
 
-import os
-
 from tests.processes import ManagedProcess, python
 from tests.qprint.realtime.cluster import Node, node_env
 
@@ -30,7 +28,6 @@ class DeployedNode(Node):
         args = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
         if proxy_headers:
             args.append("--proxy-headers")
-        args += os.environ.get("BENCH_DAPHNE_ARGS", "").split()
         self.process = ManagedProcess(
             node_id, python(*args, "example_project.asgi:application"), env
         )

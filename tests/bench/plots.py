@@ -66,13 +66,14 @@ def plot_per_request(plt) -> str | None:
     if not now:
         return None
     kinds = [("trivial", "GET /qcluster/ready/"), ("empty_claim", "empty claim"),
-             ("event", "event"), ("bare", "bare ASGI")]  # fmt: skip
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+             ("empty_claim_django", "claim via Django"), ("event", "event"),
+             ("event_django", "event via Django"), ("bare", "bare ASGI")]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(9, 3.5))
     x = range(len(kinds))
     ax.bar([i - 0.27 for i in x], [get(before, "figures", k, "p50_ms") or 0 for k, _ in kinds],
            0.27, label="p50 before", color="#bbbbbb")  # fmt: skip
-    ax.bar(list(x), [now["figures"][k]["p50_ms"] for k, _ in kinds], 0.27, label="p50")
-    ax.bar([i + 0.27 for i in x], [now["figures"][k]["p99_ms"] for k, _ in kinds], 0.27,
+    ax.bar(list(x), [get(now, "figures", k, "p50_ms") or 0 for k, _ in kinds], 0.27, label="p50")
+    ax.bar([i + 0.27 for i in x], [get(now, "figures", k, "p99_ms") or 0 for k, _ in kinds], 0.27,
            label="p99")  # fmt: skip
     ax.set_xticks(list(x), [label for _, label in kinds])
     ax.set_ylabel("ms")
