@@ -21,11 +21,13 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 from tests.bench.machine import process_tree
+from tests.processes import port_open
 
 BIN = Path(os.environ.get("BENCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PORT = int(os.environ.get("BENCH_PG_PORT", "5439"))
@@ -163,6 +165,13 @@ def wait_gone(pids: set[int], timeout: float = 10) -> None:
 def main(argv: list[str]) -> int:
     """``start``: print ``export`` lines for the shell; ``stop``: stop ``BENCH_PG_DIR``'s."""
     if argv[:1] == ["start"]:
+        if port_open(PORT):
+            print(
+                f"port {PORT} is taken (a benchmark PostgreSQL left running? stop it with "
+                "pg_ctl ... stop as the postgres user, or set BENCH_PG_PORT)",
+                file=sys.stderr,
+            )
+            return 1
         pg = PrivatePostgres().start()
         print(f"export BENCH_PG_DIR={pg.dir} BENCH_PG_PORT={pg.port}")
         print(f"export DATABASE_URL=postgres://postgres@127.0.0.1:{pg.port}/bench")
@@ -177,6 +186,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    import sys
-
     raise SystemExit(main(sys.argv[1:]))
