@@ -131,6 +131,37 @@ def steps() -> dict[str, float]:
     return {k: round(statistics.median(v) * 1000, 1) for k, v in gaps.items() if v}
 
 
+def slowest(submitted: dict[str, float], done: dict[str, float], count: int = 3) -> list[dict]:
+    """Where the ``count`` slowest jobs of a phase spent their time (ms): when it was submitted
+    (since the phase's first submission), from the submission's start (the client's clock) to
+    the row's ``created_at``, then each step (the database's own timestamps; the benchmark and the
+    database share the machine's clock). What a p99 is made of."""
+    ids = sorted(submitted, key=lambda j: done[j] - submitted[j], reverse=True)[:count]
+    first = min(submitted.values())
+    spooled = dict(
+        PrintJobEvent.objects.filter(job_id__in=ids, type="SPOOLED").values_list(
+            "job_id", "recorded_at"
+        )
+    )
+    rows = PrintJob.objects.filter(pk__in=ids).values_list(
+        "pk", "created_at", "claimed_at", "received_at", "finished_at"
+    )
+    times = {str(pk): rest for pk, *rest in rows}
+    out = []
+    for job_id in ids:
+        created, claimed, received, finished = times[job_id]
+        marks = [("into_the_phase", submitted[job_id] - first)]
+        marks.append(("submit_to_queued", created.timestamp() - submitted[job_id]))
+        marks.append(("queued_to_claimed", (claimed - created).total_seconds()))
+        marks.append(("claimed_to_received", (received - claimed).total_seconds()))
+        at = spooled.get(uuid.UUID(job_id))
+        if at is not None:
+            marks.append(("received_to_spooled", (at - received).total_seconds()))
+            marks.append(("spooled_to_printed", (finished - at).total_seconds()))
+        out.append({name: round(seconds * 1000, 1) for name, seconds in marks})
+    return out
+
+
 def finished_times(ids: list[str]) -> dict[str, float]:
     return {
         str(pk): t.timestamp()
@@ -264,6 +295,7 @@ async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict
     figures = latency_figures(latencies)
     figures["jobs_per_s"] = round(len(submitted) / span, 1)
     figures["steps_p50_ms"] = await database_sync_to_async(steps)()
+    figures["slowest_ms"] = await database_sync_to_async(slowest)(submitted, done)
     figures.update(cost)
     await database_sync_to_async(reset_jobs)()
     return figures
