@@ -210,6 +210,10 @@ class DeviceBus:
         interval = float(qprint_settings.BUS_PROBE_SECONDS)
         next_probe = time.monotonic()
         while not self._stopping:
+            # Cleared before the pass, not after: a socket attached while the pass awaits the
+            # layer sets it again, and the next pass subscribes its device at once (cleared
+            # after, that socket would wait for the next probe, its wakeups missed meanwhile).
+            self._changed.clear()
             try:
                 await self._sync_groups()
                 self._refresh_groups_if_expiring()
@@ -220,7 +224,6 @@ class DeviceBus:
                 raise
             except Exception:  # never let the loop die: it is the outage detector
                 logger.exception("bus_maintain_failed")
-            self._changed.clear()
             timeout = max(0.05, next_probe - time.monotonic())
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)

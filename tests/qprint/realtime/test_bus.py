@@ -1,5 +1,6 @@
 """The bus under a connect burst: a slow publish or a probe late because the process's own loop
-is busy is not an outage, and the reconcile after a real outage is paced."""
+is busy is not an outage, the reconcile after a real outage is paced, and a socket attached while
+the bus is subscribing others is subscribed at once."""
 
 from __future__ import annotations
 
@@ -122,3 +123,51 @@ async def test_a_probe_that_times_out_during_a_connect_burst_is_not_an_outage(mo
     await device_bus._run_probe()
     await device_bus._run_probe()
     assert not device_bus.up
+
+
+class GatedSubscriptions:
+    """A layer whose subscription of device 1 waits for ``gate``; the probe comes straight back."""
+
+    def __init__(self):
+        self.gate = asyncio.Event()
+        self.inside = asyncio.Event()
+        self.bus: DeviceBus | None = None
+
+    async def group_add(self, group, channel):
+        if group == bus_module.device_group(1):
+            self.inside.set()
+            await self.gate.wait()
+
+    async def send(self, channel, message):
+        self.bus.dispatch(message)
+
+    async def new_channel(self, prefix):
+        return prefix + "c"
+
+    async def receive(self, channel):
+        await asyncio.sleep(3600)
+
+
+async def test_a_socket_attached_while_others_subscribe_is_subscribed_without_waiting_for_a_probe(
+    settings,
+):
+    """Devices connecting one after another: the one that attaches while the bus awaits another's
+    subscription is subscribed (and reconciled) by the next pass, not at the next probe: until it
+    is, a job's wakeup for it is lost and the job waits."""
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    layer = GatedSubscriptions()
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    layer.bus = device_bus
+    try:
+        device_bus.attach(Socket(1))
+        await asyncio.wait_for(layer.inside.wait(), 5)  # the pass awaits device 1's group_add
+        second = Socket(2)
+        device_bus.attach(second)
+        layer.gate.set()
+        deadline = time.monotonic() + 5
+        while 2 not in device_bus.subscribed:
+            assert time.monotonic() < deadline, "device 2 waits for the next probe"
+            await asyncio.sleep(0.01)
+        assert [m["type"] for _, m in second.messages] == ["qprint.reconcile"]
+    finally:
+        await device_bus.stop()
