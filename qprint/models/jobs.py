@@ -28,7 +28,10 @@ def default_expires_at():
 
 class PrintJob(models.Model):
     id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
-    tenant = models.CharField(_("tenant"), max_length=100, db_index=True)
+    # Every index of this table is written at each of a job's moves (a status change is never a
+    # HOT update: the status is indexed), so each one here has a reader: qprint_job_tenant_idx
+    # serves the tenant's listing, no plain index on tenant (docs/PERFORMANCE.md).
+    tenant = models.CharField(_("tenant"), max_length=100)
     device = models.ForeignKey(
         "qprint.Device",
         on_delete=models.CASCADE,
@@ -68,6 +71,7 @@ class PrintJob(models.Model):
         blank=True,
         related_name="reprints",
         verbose_name=_("reprint of"),
+        db_index=False,  # qprint_job_reprint_idx: the few jobs that are reprints
     )
     created_at = models.DateTimeField(_("created at"), db_default=Now(), editable=False)
     claimed_at = models.DateTimeField(_("claimed at"), null=True, blank=True)
@@ -144,6 +148,14 @@ class PrintJob(models.Model):
             ),
             # A device's recent jobs (its admin page), newest first.
             models.Index("device", models.F("created_at").desc(), name="qprint_job_recent_idx"),
+            # A tenant's jobs, newest first (the application API's listing).
+            models.Index("tenant", models.F("created_at").desc(), name="qprint_job_tenant_idx"),
+            # The reprints of a job (what a deleted job's ``reprint_of`` is cleared in).
+            models.Index(
+                fields=["reprint_of"],
+                condition=Q(reprint_of__isnull=False),
+                name="qprint_job_reprint_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -186,8 +198,17 @@ class PrintJobEvent(models.Model):
 
     event_id = models.UUIDField(_("event id"), unique=True, default=uuid.uuid4)
     job = models.ForeignKey(
-        PrintJob, on_delete=models.CASCADE, related_name="events", verbose_name=_("job")
+        PrintJob,
+        on_delete=models.CASCADE,
+        related_name="events",
+        verbose_name=_("job"),
+        db_index=False,  # qprint_job_event_job_idx starts with job_id
     )
+    # The device that reported the event: its job's device, which the event's lock reads
+    # (qprint.domain.events), and the job's own foreign key holds. No constraint of its own: its
+    # check at every commit locked the device's row (FOR KEY SHARE) once per event, a write to
+    # the row's page that every ping of the device also touches. Deleting a device clears it
+    # (SET_NULL, Django's), as before; the index serves that.
     device = models.ForeignKey(
         "qprint.Device",
         on_delete=models.SET_NULL,
@@ -195,6 +216,7 @@ class PrintJobEvent(models.Model):
         blank=True,
         related_name="+",
         verbose_name=_("device"),
+        db_constraint=False,
     )
     source = models.CharField(_("source"), max_length=10, choices=EventSource.choices)
     type = models.CharField(_("type"), max_length=20)
