@@ -76,15 +76,7 @@ class _Compiled:
         self.compiler = compiler
 
     def bind(self, connection, values: dict[str, Any]) -> list[Any]:
-        missing = self.names - values.keys()
-        if missing:
-            raise TypeError(f"values missing for {sorted(missing)}")
-        return [
-            p.field.get_db_prep_value(values[p.name], connection, prepared=False)
-            if isinstance(p, _Slot)
-            else p
-            for p in self.params
-        ]
+        return _bind(self.params, self.names, connection, values)
 
     def instances(self, using: str, rows: list) -> list[Model]:
         if self.converters:
@@ -96,6 +88,20 @@ class _Compiled:
                 setattr(obj, name, row[position])
             made.append(obj)
         return made
+
+
+def _bind(params: tuple, names: set[str], connection, values: dict[str, Any]) -> list[Any]:
+    """The compiled parameters with each :class:`Param`'s slot holding its value of ``values``,
+    prepared for the database as the ORM prepares a value (through the placeholder's field)."""
+    missing = names - values.keys()
+    if missing:
+        raise TypeError(f"values missing for {sorted(missing)}")
+    return [
+        p.field.get_db_prep_value(values[p.name], connection, prepared=False)
+        if isinstance(p, _Slot)
+        else p
+        for p in params
+    ]
 
 
 class PreparedQuery:
@@ -127,6 +133,64 @@ class PreparedQuery:
         """The first instance, or ``None`` (build the queryset sliced ``[:1]``)."""
         found = self.all(**values)
         return found[0] if found else None
+
+
+class PreparedInsert:
+    """The INSERT of one row of a model, compiled by Django once per process: ``build()`` makes an
+    unsaved instance whose values are :class:`Param` placeholders (or expressions of them; a field
+    it leaves alone takes its default, compiled as a constant, so a default that changes, like a
+    fresh UUID, must be a ``Param``). ``returning``: the columns the statement returns;
+    ``ignore_conflicts``: ``ON CONFLICT DO NOTHING`` (then no row when a unique key is taken)."""
+
+    def __init__(
+        self,
+        build: Callable[[], Model],
+        *,
+        returning: tuple[str, ...] = (),
+        ignore_conflicts: bool = False,
+        using: str = "default",
+    ):
+        self._build = build
+        self.returning = returning
+        self.ignore_conflicts = ignore_conflicts
+        self.using = using
+        self._compiled: tuple[str, tuple, set[str]] | None = None
+        self._lock = threading.Lock()
+
+    def _compile(self) -> tuple[str, tuple, set[str]]:
+        from django.db.models.constants import OnConflict
+        from django.db.models.sql import InsertQuery
+
+        instance = self._build()
+        model = type(instance)
+        on_conflict = OnConflict.IGNORE if self.ignore_conflicts else None
+        query = InsertQuery(model, on_conflict=on_conflict)
+        fields = [f for f in model._meta.local_concrete_fields if not f.generated]
+        if instance.pk is None:  # the database numbers it, as Model.save() leaves it
+            fields = [f for f in fields if f is not model._meta.auto_field]
+        for field in fields:
+            if (
+                field.has_default()
+                and callable(field.default)
+                and not isinstance(getattr(instance, field.attname), Expression)
+            ):
+                # Compiled once, its value would be the first call's for the life of the process.
+                raise TypeError(f"{field} has a callable default: give it a Param")
+        query.insert_values(fields, [instance])
+        compiler = query.get_compiler(using=self.using)
+        compiler.returning_fields = [model._meta.get_field(name) for name in self.returning]
+        [(sql, params)] = compiler.as_sql()
+        return sql, tuple(params), {p.name for p in params if isinstance(p, _Slot)}
+
+    def statement(self, **values: Any) -> tuple[str, list[Any]]:
+        """The SQL (``%s`` placeholders) and its parameters for ``values``: to run with
+        :func:`fetch`, alone or as a CTE of a larger statement."""
+        compiled = self._compiled
+        if compiled is None:
+            with self._lock:
+                compiled = self._compiled = self._compiled or self._compile()
+        sql, params, names = compiled
+        return sql, _bind(params, names, connections[self.using], values)
 
 
 def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:

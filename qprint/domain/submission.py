@@ -14,14 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, IntegrityError, connection, transaction
-from django.db.models import (
-    CharField,
-    OuterRef,
-    Subquery,
-    sql,
-)
-from django.db.models.constants import OnConflict
-from django.db.models.functions import Now
+from django.db.models import CharField, DurationField, OuterRef, Subquery
+from django.db.models.functions import Cast, Now
 
 from qprint.core import inputs, prepared
 from qprint.core.conf import DEFAULTS, qprint_settings
@@ -32,7 +26,7 @@ from qprint.core.errors import (
     Invalid,
     NotFound,
 )
-from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.prepared import Param, PreparedInsert, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.documents import media, storage
 from qprint.domain import cloudprnt, events, formats, jobs
@@ -221,6 +215,40 @@ def _insert_job_step_by_step(
     return job
 
 
+#: The columns a submission gives a job (the rest take their defaults, ``expires_at`` its TTL's).
+_SUBMITTED = (
+    "id",
+    "tenant",
+    "device_id",
+    "printer",
+    "title",
+    "content_type",
+    "size",
+    "sha256",
+    "options",
+    "priority",
+    "idempotency_key",
+    "idempotency_fingerprint",
+    "submitted_by",
+    "reprint_of_id",
+)
+
+
+def _build_job_insert() -> PrintJob:
+    """A QUEUED job whose submitted columns are placeholders; ``expires_at`` is ``now()`` plus
+    the ``ttl`` placeholder (an interval; NULL, and so no expiry, when the value is None)."""
+    values = {name: Param(name, PrintJob._meta.get_field(name)) for name in _SUBMITTED}
+    ttl = Cast(Param("ttl", DurationField()), DurationField())
+    return PrintJob(status=JobStatus.QUEUED, expires_at=Now() + ttl, **values)
+
+
+#: Django's INSERT of a job, compiled once per process (``ON CONFLICT DO NOTHING``: a taken
+#: idempotency key inserts nothing).
+_JOB_INSERT = PreparedInsert(
+    _build_job_insert, returning=("created_at", "expires_at"), ignore_conflicts=True
+)
+
+
 def _insert_job_in_one_statement(
     target: Device,
     content: bytes,
@@ -230,17 +258,15 @@ def _insert_job_in_one_statement(
     **fields: Any,
 ) -> PrintJob | None:
     """The job, its document row and its QUEUED event in one statement of data-modifying CTEs
-    (PostgreSQL, documents in the database). The job's INSERT is Django's own (``ON CONFLICT DO
-    NOTHING``: a taken idempotency key inserts nothing, and so neither do the other two)."""
+    (PostgreSQL, documents in the database). The job's INSERT is Django's own, compiled once
+    (:data:`_JOB_INSERT`); a taken idempotency key inserts nothing, and so neither do the other
+    two."""
     job = _new_job(target, content, content_type, sha256, **fields)
-    query = sql.InsertQuery(PrintJob, on_conflict=OnConflict.IGNORE)
-    query.insert_values([f for f in PrintJob._meta.local_concrete_fields if not f.generated], [job])
-    compiler = query.get_compiler(using=DEFAULT_DB_ALIAS)
-    compiler.returning_fields = [
-        PrintJob._meta.get_field("created_at"),
-        PrintJob._meta.get_field("expires_at"),
-    ]
-    [(insert_job, params)] = compiler.as_sql()
+    ttl = fields["ttl"]
+    insert_job, params = _JOB_INSERT.statement(
+        ttl=timedelta(seconds=ttl) if ttl is not None else None,
+        **{name: getattr(job, name) for name in _SUBMITTED},
+    )
     message, detail = queued
     document, document_params = storage.document_insert("job", job.pk, content, binary=True)
     queued_event, queued_params = events.server_event_insert(

@@ -1,13 +1,16 @@
 """Prepared queries (qprint.core.prepared): compiled once, they answer what the queryset they
 were built from answers, for every set of values, and never keep a value that may change."""
 
+import uuid
+
 import pytest
 from django.db.models import CharField, IntegerField, OuterRef, Subquery
 
 from qprint import api
-from qprint.core.prepared import Param, PreparedQuery
+from qprint.core import prepared
+from qprint.core.prepared import Param, PreparedInsert, PreparedQuery
 from qprint.domain import credentials
-from qprint.models import Device, PrintJob
+from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
 from tests.qprint.helpers import connect, make_device, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -72,3 +75,42 @@ def test_a_rotated_token_is_not_found_by_the_compiled_lookup():
     assert credentials.device_for_token(made.token) is None
     assert credentials.device_for_token(rotated).pk == made.device.pk
     assert credentials.device_with_token_hash(made.device.pk, made.device.token_hash) is None
+
+
+#: Every column a call gives is a placeholder; ``source`` is a constant of the build.
+_EVENT_COLUMNS = ("event_id", "job_id", "device_id", "type", "message", "detail", "fingerprint")
+EVENT_INSERT = PreparedInsert(
+    lambda: PrintJobEvent(
+        source=EventSource.SERVER,
+        **{name: Param(name, PrintJobEvent._meta.get_field(name)) for name in _EVENT_COLUMNS},
+    ),
+    returning=("id",),
+)
+
+
+def test_a_prepared_insert_writes_each_calls_values():
+    made = make_device()
+    job = submit(made.device)
+    written = []
+    for n, detail in enumerate(({"copies": 2}, {})):
+        values = {
+            "event_id": uuid.uuid4(),
+            "job_id": job.pk,
+            "device_id": made.device.pk if n == 0 else None,
+            "type": f"NOTE{n}",
+            "message": f"message {n}",
+            "detail": detail,
+            "fingerprint": str(n) * 64,
+        }
+        [(pk,)] = prepared.fetch(*EVENT_INSERT.statement(**values))
+        written.append((pk, values))
+    for pk, values in written:
+        event = PrintJobEvent.objects.get(pk=pk)
+        assert event.source == EventSource.SERVER and event.recorded_at is not None
+        assert {name: getattr(event, name) for name in _EVENT_COLUMNS} == values
+
+
+def test_a_prepared_insert_refuses_a_callable_default_it_would_freeze():
+    frozen = PreparedInsert(lambda: PrintJobEvent(job_id=Param("job_id", IntegerField())))
+    with pytest.raises(TypeError, match="event_id"):  # uuid.uuid4, once for every call
+        frozen.statement(job_id=1)
