@@ -121,10 +121,12 @@ class PrivatePostgres:
 
     def statements(self, database: str, jobs: int, top: int = 15) -> list[dict]:
         """The statements on ``database`` since the last reset, most total time first: calls,
-        total and mean time per call, per job."""
+        total and mean time per call, per job, and the write-ahead log they wrote per job (records
+        and bytes: what a job's writes cost PostgreSQL, whatever else the machine does)."""
         rows = self.sql(
             f"""
-            SELECT s.query, s.calls, s.total_exec_time, s.mean_exec_time, s.rows
+            SELECT s.query, s.calls, s.total_exec_time, s.mean_exec_time, s.rows,
+                   s.wal_records, s.wal_bytes
             FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
             WHERE d.datname = '{database}'
             ORDER BY s.total_exec_time DESC
@@ -132,7 +134,7 @@ class PrivatePostgres:
             database="postgres",
         )
         out = []
-        for query, calls, total, mean, nrows in rows[:top]:
+        for query, calls, total, mean, nrows, wal_records, wal_bytes in rows[:top]:
             out.append(
                 {
                     "statement": " ".join(query.split())[:160],
@@ -140,6 +142,8 @@ class PrivatePostgres:
                     "ms_per_job": round(total / jobs, 3),
                     "mean_ms": round(mean, 3),
                     "rows_per_call": round(nrows / calls, 2) if calls else 0,
+                    "wal_records_per_job": round(wal_records / jobs, 2),
+                    "wal_bytes_per_job": round(int(wal_bytes) / jobs),
                 }
             )
         total_calls = sum(r[1] for r in rows)
@@ -151,6 +155,8 @@ class PrivatePostgres:
                 "ms_per_job": round(total_ms / jobs, 3),
                 "mean_ms": round(total_ms / total_calls, 3) if total_calls else 0,
                 "rows_per_call": None,
+                "wal_records_per_job": round(sum(r[5] for r in rows) / jobs, 2),
+                "wal_bytes_per_job": round(sum(int(r[6]) for r in rows) / jobs),
             }
         )
         return out

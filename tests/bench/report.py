@@ -185,6 +185,10 @@ FIGURES = [
      "end_to_end",
      [("figures", f"{v}/throughput", "statements", -1, "calls_per_job")
       for v in ("push_http", "push_socket", "pushed")], ""),
+    ("WAL per job, bytes (pg_stat_statements): HTTP agents / socket operations / pushed",
+     "end_to_end",
+     [("figures", f"{v}/throughput", "statements", -1, "wal_bytes_per_job")
+      for v in ("push_http", "push_socket", "pushed")], ""),
     ("idle: node CPU per ping (ms), % of a core, statements per ping", "idle_devices",
      [("figures", "node_cpu_ms_per_ping"), ("figures", "node_cpu_percent_of_core"),
       ("figures", "statements_per_ping")], ""),
@@ -264,15 +268,17 @@ def statements_table(top: int = 8) -> str:
         if not listed:
             continue
         rows += [f"**{title}** (flood):", "",
-                 "| statement | calls per job | ms per job | mean ms | rows per call |",
-                 "|---|---|---|---|---|"]  # fmt: skip
+                 "| statement | calls per job | ms per job | mean ms | rows per call "
+                 "| WAL records / bytes per job |",
+                 "|---|---|---|---|---|---|"]  # fmt: skip
         for item in [*listed[:top], listed[-1]]:
             text = item["statement"].replace("|", "\\|")
             if len(text) > 90:  # cut between words: no half identifier reads as a name
                 text = text[:87].rsplit(" ", 1)[0] + " ..."
             rows.append(
                 f"| `{text}` | {item['calls_per_job']} | {item['ms_per_job']} | "
-                f"{item['mean_ms']} | {fmt(item['rows_per_call'])} |"
+                f"{item['mean_ms']} | {fmt(item['rows_per_call'])} | "
+                f"{fmt(item.get('wal_records_per_job'))} / {fmt(item.get('wal_bytes_per_job'))} |"
             )
         rows.append("")
     return "\n".join(rows) if rows else "not measured"
