@@ -137,6 +137,15 @@ def document_insert(
     ]
 
 
+def document_select(job_id: str) -> str | None:
+    """The bytes of the document of the job whose id is the SQL expression ``job_id``, as a scalar
+    subquery (NULL when they are gone), for a statement that hands the job out to read them in the
+    same round trip; None when the backend does not keep documents in the database."""
+    if not in_database():
+        return None
+    return f"(SELECT content FROM qprint_document WHERE job_id = {job_id})"
+
+
 def open_document(job: PrintJob | uuid.UUID | str) -> bytes:
     """The bytes of ``job``'s document; :class:`~qprint.core.errors.NotFound` when they are gone."""
     job_id = job.pk if isinstance(job, PrintJob) else uuid.UUID(str(job))

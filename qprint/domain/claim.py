@@ -30,7 +30,9 @@ run once the lock is held and so on a fresh snapshot, is one statement of data-m
 the held CLAIMED job (the replay) or the guarded ``UPDATE ... WHERE status = 'QUEUED' AND NOT
 EXISTS (held)`` of the candidate with its CLAIMED server event (``INSERT ... SELECT FROM
 claimed``). A candidate lost meanwhile (cancelled, expired) yields neither; the next candidate is
-read again and the second statement repeats.
+read again and the second statement repeats. A pushed claim, which sends small documents with
+the assignment, reads the document's bytes in that second statement too (a scalar subquery of its
+last SELECT, where the database keeps documents: :func:`qprint.documents.storage.document_select`).
 
 On SQLite (no data-modifying CTEs) steps 2 and 3 run as separate statements, inside
 ``transaction_mode = "IMMEDIATE"`` transactions, which serialise writers at BEGIN (``FOR UPDATE``
@@ -53,6 +55,7 @@ from qprint.core import cluster, gate, prepared, sql
 from qprint.core.errors import NotFound
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
+from qprint.documents import storage
 from qprint.domain import credentials, events
 from qprint.models import Device, PrintJob, raw
 from qprint.webhooks import outbox
@@ -61,6 +64,9 @@ logger = logging.getLogger("qprint.claim")
 
 #: Candidates tried when cancels or expiries keep winning the race for the next job.
 _MAX_CANDIDATES = 10
+
+#: :attr:`Assignment.document` when the claim did not read the document.
+NOT_READ: Any = object()
 
 
 @dataclass(frozen=True)
@@ -78,6 +84,9 @@ class Assignment:
     options: dict[str, Any]
     priority: int
     created_at: datetime
+    #: The document's bytes, read by the claim's own statement when asked to
+    #: (``inline_max``; None: gone, or larger); :data:`NOT_READ` otherwise.
+    document: Any = NOT_READ
 
     @classmethod
     def of(cls, job: PrintJob) -> "Assignment":
@@ -118,6 +127,7 @@ def claim_next_job(
     *,
     node: str | None = None,
     token_hash: str | None = None,
+    inline_max: int | None = None,
 ) -> Assignment | None:
     """Hand the device its job: the one it already holds, else the next one, else ``None``.
 
@@ -131,6 +141,9 @@ def claim_next_job(
     any device request, counted by the throttle), outside this transaction. ``token_hash``: the
     claim of a device socket (``device`` its id), whose device must still hold that token (401
     otherwise), judged from the locked row (:func:`qprint.domain.credentials.require_token`).
+    ``inline_max``: a pushed claim's, which sends the document with the assignment when it has at
+    most that many bytes: the claim's own statement then reads them where the database keeps
+    them (:attr:`Assignment.document`; :data:`NOT_READ` where it does not).
     """
     node = node or cluster.node_id()
     if isinstance(device, credentials.PresentedToken):
@@ -139,20 +152,20 @@ def claim_next_job(
             locked = _LOCK_DEVICE_BY_TOKEN.first(digest=presented.token_hash, kind=presented.kind)
             if locked is not None:
                 presented.require(locked.token_hash, locked.enabled)
-                return _claim_locked(locked, node)
+                return _claim_locked(locked, node, inline_max)
         device = presented.authenticate().pk  # the lock matched nothing: the full way decides
     with transaction.atomic():
         locked = _lock_device(device)
         if token_hash is not None:
             credentials.require_token(locked.token_hash, locked.enabled, token_hash)
-        return _claim_locked(locked, node)
+        return _claim_locked(locked, node, inline_max)
 
 
-def _claim_locked(device: Device, node: str) -> Assignment | None:
+def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignment | None:
     """Steps 2 and 3 for the device row locked (and its credential checked) by the caller."""
     gate.check(device)
     if connection.vendor == "postgresql":
-        return _claim_in_one_statement(device, node)
+        return _claim_in_one_statement(device, node, inline_max)
     return _claim_step_by_step(device, node)
 
 
@@ -224,16 +237,27 @@ WITH held AS (
     {{event}}
     RETURNING job_id
 )
-SELECT 'held', {_COLUMNS}, false FROM held
+SELECT 'held', {_COLUMNS}, false, {{document:held}} FROM held
 UNION ALL
-SELECT 'claimed', {_COLUMNS}, waited FROM claimed WHERE EXISTS (SELECT 1 FROM recorded)
+SELECT 'claimed', {_COLUMNS}, waited, {{document:claimed}} FROM claimed
+WHERE EXISTS (SELECT 1 FROM recorded)
 """
 
 
-def _assignment_of_row(row) -> Assignment:
+def _document_column(rows: str, inline_max: int | None) -> str:
+    """The last column of the claim's row: the document of the job of ``rows`` (``held`` or
+    ``claimed``) when it has at most ``inline_max`` bytes and the database keeps it, else NULL."""
+    select = storage.document_select(f"{rows}.id") if inline_max is not None else None
+    if select is None:
+        return "NULL::bytea"
+    return f"CASE WHEN {rows}.size <= %(inline_max)s THEN {select} END"
+
+
+def _assignment_of_row(row, document_read: bool) -> Assignment:
     _, job_id, claim_id, printer, title, content_type, size, sha256, options, priority, created = (
         row[:11]
     )
+    document = row[12] if document_read else NOT_READ
     return Assignment(
         job_id=job_id,
         claim_id=claim_id,
@@ -245,14 +269,20 @@ def _assignment_of_row(row) -> Assignment:
         options=sql.json_value(options),
         priority=priority,
         created_at=created,
+        document=bytes(document) if isinstance(document, memoryview) else document,
     )
 
 
-def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
-    """Steps 2 and 3 in one statement per candidate (PostgreSQL)."""
-    template = _CLAIM_SQL.replace("{claimable}", raw.claimable_job("qprint_job")).replace(
-        "{held}", raw.held_job("qprint_job")
+def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -> Assignment | None:
+    """Steps 2 and 3 in one statement per candidate (PostgreSQL); with ``inline_max``, the
+    document read in it too (where the database keeps it)."""
+    template = (
+        _CLAIM_SQL.replace("{claimable}", raw.claimable_job("qprint_job"))
+        .replace("{held}", raw.held_job("qprint_job"))
+        .replace("{document:held}", _document_column("held", inline_max))
+        .replace("{document:claimed}", _document_column("claimed", inline_max))
     )
+    document_read = "%(inline_max)s" in template
     candidate = device.next_job_id
     for _attempt in range(_MAX_CANDIDATES):
         claim_id = uuid.uuid4()
@@ -269,10 +299,12 @@ def _claim_in_one_statement(device: Device, node: str) -> Assignment | None:
             "claimed_status": JobStatus.CLAIMED.value,
             **event_params,
         }
+        if document_read:
+            params["inline_max"] = inline_max
         rows = prepared.fetch(statement, params)
         row = rows[0] if rows else None
         if row is not None:
-            assignment = _assignment_of_row(row)
+            assignment = _assignment_of_row(row, document_read)
             if row[0] == "held":
                 logger.debug(
                     "claim_replayed job=%s device=%s claim=%s",

@@ -21,7 +21,7 @@ from typing import Any
 from qprint import documents
 from qprint.core.errors import NotFound
 from qprint.domain import commands, credentials, events
-from qprint.domain.claim import claim_next_job
+from qprint.domain.claim import NOT_READ, claim_next_job
 from qprint.models import Device
 from qprint.models.serializers import assignment_body, command_object, event_object
 
@@ -55,8 +55,11 @@ def claim(
     assignment = claim_next_job(device, token_hash=token_hash)
     if assignment is None:
         return Answer(204, None)
-    body = {**assignment_body(assignment), "document_url": document_url(assignment.job_id)}
-    return Answer(200, body)
+    return Answer(200, _assignment_body(assignment, document_url))
+
+
+def _assignment_body(assignment, document_url: Callable[[Any], str]) -> dict[str, Any]:
+    return {**assignment_body(assignment), "document_url": document_url(assignment.job_id)}
 
 
 def pushed_claim(
@@ -65,14 +68,16 @@ def pushed_claim(
     """The claim a socket in push mode makes for its device (docs/PROTOCOL.md, "Pushed
     assignments"): the same claim as :func:`claim`, with the same gate and token check, and the
     document's bytes when its size is at most ``inline_max`` (None: downloaded by the device).
-    None when there is nothing to hand out."""
-    answer = claim(device_id, document_url, token_hash=token_hash)
-    if answer.body is None:
+    None when there is nothing to hand out. The claim's own statement reads the document where
+    the database keeps it; elsewhere it is read after."""
+    assignment = claim_next_job(device_id, token_hash=token_hash, inline_max=inline_max)
+    if assignment is None:
         return None
-    body, document = answer.body, None
-    if body["size"] <= inline_max:
+    body = _assignment_body(assignment, document_url)
+    document = assignment.document if assignment.size <= inline_max else None
+    if document is NOT_READ:
         try:
-            document = documents.open_document(body["job_id"])
+            document = documents.open_document(assignment.job_id)
         except NotFound:  # gone: the device's download answers 404 and it reports FAILED
             document = None
     return body, document

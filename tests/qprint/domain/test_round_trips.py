@@ -11,6 +11,7 @@ from django.urls import reverse
 from qprint import api
 from qprint.core import executor
 from qprint.domain.claim import claim_next_job
+from qprint.domain.device_operations import pushed_claim
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
 from tests.qprint.helpers import PDF, connect, event, make_device, submit
@@ -46,6 +47,29 @@ def test_claim_that_hands_out_a_job_is_two_statements():
     assert PrintJobEvent.objects.filter(job=job, type="CLAIMED", source="SERVER").count() == 1
 
 
+def test_a_pushed_claim_reads_a_small_document_in_its_own_statement():
+    device = connect(make_device().device)
+    small, large = submit(device, b"%PDF-1.4 small", priority=1), submit(device, PDF * 50)
+    token_hash = device.token_hash
+    pushed, sent = statements(
+        lambda: pushed_claim(device.pk, str, token_hash=token_hash, inline_max=100)
+    )
+    body, document = pushed
+    assert body["job_id"] == str(small.pk) and document == b"%PDF-1.4 small"
+    assert len(sent) == 2, sent  # the lock, the claim with the document: no read of its own
+    replayed, sent = statements(
+        lambda: pushed_claim(device.pk, str, token_hash=token_hash, inline_max=100)
+    )
+    assert replayed == pushed and len(sent) == 2, sent  # the held job's, the same way
+
+    api.cancel_job(small.pk, tenant=device.tenant)
+    (body, document), sent = statements(
+        lambda: pushed_claim(device.pk, str, token_hash=token_hash, inline_max=100)
+    )
+    assert body["job_id"] == str(large.pk) and body["size"] > 100
+    assert document is None and len(sent) == 2, sent  # larger: the device downloads it
+
+
 def test_replayed_and_empty_claims_are_two_statements():
     device = connect(make_device().device)
     submit(device)
@@ -68,9 +92,9 @@ def test_claim_skips_a_candidate_lost_meanwhile_in_one_more_round():
 
     real = claim._claim_in_one_statement
 
-    def cancel_first(dev, node):
+    def cancel_first(*args):
         PrintJob.objects.filter(pk=lost.pk).update(status="CANCELLED")
-        return real(dev, node)
+        return real(*args)
 
     claim._claim_in_one_statement = cancel_first
     try:
