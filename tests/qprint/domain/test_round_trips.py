@@ -14,7 +14,7 @@ from qprint.domain.claim import claim_next_job
 from qprint.domain.device_operations import pushed_claim
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
-from tests.qprint.helpers import PDF, connect, event, make_device, submit
+from tests.qprint.helpers import PDF, connect, event, make_device, recording_wakeups, submit
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -343,6 +343,35 @@ def test_a_refusal_in_a_batch_stops_nothing_else():
     assert outcomes[0].created and outcomes[2].created
     assert isinstance(outcomes[1], QPrintError) and outcomes[1].status == 422  # not a device's
     assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
+
+
+@pytest.fixture
+def woken():
+    yield from recording_wakeups()
+
+
+def test_a_submission_alone_is_its_one_statement_without_begin_and_commit(woken):
+    from qprint.models import WebhookDelivery, WebhookEndpoint
+
+    device = connect(make_device().device)
+    (job, created), sent = round_trips(
+        lambda: api.submit_job(device.tenant, device.name, PDF, "application/pdf")
+    )
+    # The device, then the job with its document and its QUEUED event: the statement commits
+    # by itself, and the device is woken after it.
+    assert created and len(sent) == 2 and "BEGIN" not in sent, sent
+    assert PrintJob.objects.get(pk=job.pk).status == "QUEUED"
+    assert list(woken) == [(device.tenant, device.pk, "job_queued")]
+
+    # An endpoint to announce the job to: the delivery is written in the job's transaction.
+    WebhookEndpoint.objects.create(
+        tenant=device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
+    )
+    (job, created), sent = round_trips(
+        lambda: api.submit_job(device.tenant, device.name, PDF, "application/pdf")
+    )
+    assert (sent[1], sent[-1]) == ("BEGIN", "COMMIT"), sent
+    assert WebhookDelivery.objects.filter(type="job.queued").count() == 1
 
 
 def test_the_submissions_statement_is_django_s_to_execute_wrappers_and_errors():
