@@ -2,7 +2,8 @@
 
 Invariants (docs/AGENT.md, "The journal"), which hold across crashes because every write that
 guards an act is a committed, ``synchronous=FULL`` transaction before the act it describes (only
-the server's acknowledgements of reports, which guard nothing, are committed without an fsync):
+the server's acknowledgements of reports and the record of an assignment, which guard nothing, are
+committed without an fsync):
 
 - A job is marked ``SUBMITTING`` before the spooler is called. A job the journal holds as
   ``SUBMITTING`` (the agent died during submission) is never submitted again: recovery turns it
@@ -137,9 +138,12 @@ class Journal:
         """Record an assignment; a job already known keeps its state (a replay changes nothing).
 
         The assignment is kept so a job whose RECEIVED was acknowledged late (it is no longer
-        handed out by claims) can still be finished.
+        handed out by claims) can still be finished. Not ``synchronous=FULL``: the record guards
+        no act (what follows it, the download and the ``RECEIVED`` written with its own fsync, is
+        safe to do again), and the server hands the same assignment out again until ``RECEIVED``;
+        one lost with the machine's power is recorded again from that replay.
         """
-        with self._tx():
+        with self._tx(durable=False):
             self.db.execute(
                 "INSERT INTO jobs (job_id, claim_id, state, title, assignment, updated_at)"
                 " VALUES (?,?,?,?,?,?)"

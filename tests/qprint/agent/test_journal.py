@@ -70,6 +70,31 @@ def test_journal_is_durable_full_sync(tmp_path):
     assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
 
 
+def test_an_assignment_is_recorded_without_an_fsync_and_received_with_one(tmp_path):
+    """The claim's record guards no act: only RECEIVED, before the document is spooled, must be
+    on disk when its commit returns (docs/AGENT.md, "The journal")."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    writes = []
+    journal.db.set_trace_callback(
+        lambda sql: (
+            writes.append(sql.split()[0] + " " + sql.split()[1])
+            if sql.startswith(("PRAGMA synchronous=", "INSERT INTO jobs", "UPDATE jobs"))
+            else None
+        )
+    )
+    journal.remember_claim("job-1", "claim-1")
+    journal.advance("job-1", "RECEIVED", event="RECEIVED")
+    assert writes == [
+        "PRAGMA synchronous=NORMAL",
+        "INSERT INTO",
+        "PRAGMA synchronous=FULL",
+        "UPDATE jobs",
+    ]
+    assert journal.job("job-1").state == "RECEIVED"
+    reopened = Journal(tmp_path / "j.sqlite3")  # the process's crash loses neither
+    assert reopened.job("job-1").state == "RECEIVED"
+
+
 def test_prune_forgets_old_final_jobs_but_never_unfinished_ones(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
     journal.remember_claim("old-final", "c1")
