@@ -7,17 +7,23 @@ yet see. Jobs are made by :mod:`qprint.domain.submission`; the status moves them
 :mod:`qprint.core.errors` exceptions with the error codes of docs/API.md.
 """
 
+import functools
 import logging
 import uuid
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.db import transaction
 from django.db.models import (
+    BinaryField,
+    CharField,
+    F,
     IntegerField,
     Q,
     QuerySet,
     UUIDField,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Greatest, Now
 
 from qprint.core import inputs
@@ -28,7 +34,8 @@ from qprint.core.errors import (
 )
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import CANCELLABLE_AT_ONCE, CANCELLABLE_BY_DEVICE, JobStatus, is_final
-from qprint.domain import commands, events
+from qprint.documents import storage
+from qprint.domain import commands, credentials, events
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob, PrintJobEvent
 from qprint.models.querysets import held_job
@@ -80,29 +87,96 @@ def events_of(job: PrintJob) -> QuerySet:
 DOWNLOADABLE_AFTER_CLAIM = (JobStatus.RECEIVED, JobStatus.SPOOLED)
 
 
-def job_for_download(device: Device, job_id: uuid.UUID | str) -> PrintJob:
+@dataclass(frozen=True)
+class Download:
+    """A job's document as its device downloads it: the job (type, size, digest) and its bytes,
+    read by the statement that found the job where the database keeps documents."""
+
+    job: PrintJob
+
+    def content(self) -> bytes:
+        """The document's bytes (:class:`NotFound` when they are gone)."""
+        if not hasattr(self.job, "document_content"):  # another backend: read after
+            return storage.open_document(self.job)
+        if self.job.document_content is None:
+            raise NotFound(message="The job's document is no longer stored.")
+        return bytes(self.job.document_content)
+
+
+def job_for_download(
+    device: Device | credentials.PresentedToken, job_id: uuid.UUID | str
+) -> Download:
     """The job whose document ``device`` may fetch: it holds the job's current claim, or the job
     is RECEIVED/SPOOLED on it (a retried download after a crash). Anything else is
-    :class:`NotFound`, the same answer as for a job that does not exist."""
+    :class:`NotFound`, the same answer as for a job that does not exist. ``device``: the device,
+    or the token an HTTP request presents (:class:`~qprint.domain.credentials.PresentedToken`):
+    the job is then read joined to the device holding that token's hash (an agent's) and the
+    device's standing checked from that row, with no lookup of its own; when the read matches no
+    row the token is authenticated the one way in (401, 429, 403) and a right one is served by
+    its device's id. The document's bytes are read by the same statement where the database
+    keeps them (:meth:`Download.content`)."""
     try:
         job_uuid = uuid.UUID(str(job_id))
     except ValueError:
+        if isinstance(device, credentials.PresentedToken):
+            device.authenticate()  # the device's standing is answered first
         raise NotFound(message="No such job to download on this device.") from None
-    job = _DOWNLOADABLE.first(job=job_uuid, device=device.pk)
+    with_content = storage.in_database()
+    if isinstance(device, credentials.PresentedToken):
+        presented = device
+        job = _DOWNLOADABLE_BY_TOKEN[with_content].first(
+            job=job_uuid, digest=presented.token_hash, kind=presented.kind
+        )
+        if job is not None:
+            presented.require(job.device_token_hash, job.device_enabled)
+            return Download(job)
+        device = presented.authenticate()
+    job = _DOWNLOADABLE[with_content].first(job=job_uuid, device=device.pk)
     if job is None:
         raise NotFound(message="No such job to download on this device.")
-    return job
+    return Download(job)
 
 
-_DOWNLOADABLE = PreparedQuery(
-    lambda: (
-        PrintJob.objects.filter(
-            pk=Param("job", UUIDField()), device_id=Param("device", IntegerField())
-        )
+def _build_downloadable(*, by_token: bool, with_content: bool) -> QuerySet:
+    """The job a device may download, by the device's id or (``by_token``) joined to the device
+    of the transport's kind holding the token hashed ``digest``; ``with_content``: its document's
+    bytes too (``document_content``, documents in the database)."""
+    if by_token:
+        device = {
+            "device__token_hash": Param("digest", CharField()),
+            "device__kind": Param("kind", CharField()),
+        }
+    else:
+        device = {"device_id": Param("device", IntegerField())}
+    queryset = (
+        PrintJob.objects.filter(pk=Param("job", UUIDField()), **device)
         .filter(held_job() | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
-        .only("id", "content_type", "size", "sha256", "claim_id", "status")[:1]
+        .only("id", "content_type", "size", "sha256", "claim_id", "status")
     )
-)
+    if by_token:
+        queryset = queryset.annotate(
+            device_token_hash=F("device__token_hash"), device_enabled=F("device__enabled")
+        )
+    if with_content:
+        document = storage.document_select(f"{PrintJob._meta.db_table}.id")
+        queryset = queryset.annotate(
+            document_content=RawSQL(document, (), output_field=BinaryField())
+        )
+    return queryset[:1]
+
+
+_DOWNLOADABLE = {
+    with_content: PreparedQuery(
+        functools.partial(_build_downloadable, by_token=False, with_content=with_content)
+    )
+    for with_content in (False, True)
+}
+_DOWNLOADABLE_BY_TOKEN = {
+    with_content: PreparedQuery(
+        functools.partial(_build_downloadable, by_token=True, with_content=with_content)
+    )
+    for with_content in (False, True)
+}
 
 
 def locked_job(job: PrintJob | uuid.UUID | str, tenant: str | None) -> PrintJob:

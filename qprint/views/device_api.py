@@ -1,17 +1,17 @@
 """The device HTTP API (docs/API.md): claim, download, report events, command results, printers.
 
 Authenticated with the device token (``Authorization: Bearer``): looked up before the view runs,
-or, for the claim and the event (``deferred``), matched in the operation's own lock with the same
-answers (:class:`qprint.domain.credentials.PresentedToken`). A device sees only its own jobs
-and commands: anything else is 404, never the object. The rules are the domain's: who may download
-what (:func:`qprint.domain.jobs.job_for_download`), the claim, the events, the commands.
+or, for the claim, the download and the event (``deferred``), matched in the operation's own
+statement with the same answers (:class:`qprint.domain.credentials.PresentedToken`). A device
+sees only its own jobs and commands: anything else is 404, never the object. The rules are the
+domain's: who may download what (:func:`qprint.domain.jobs.job_for_download`), the claim, the
+events, the commands.
 """
 
 from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint.documents import storage
 from qprint.domain import device_operations, devices, jobs
 from qprint.domain.credentials import PresentedToken
 from qprint.metrics import instruments
@@ -37,14 +37,15 @@ def claim(request: HttpRequest, presented: PresentedToken) -> HttpResponse:
     return json_response(answer.body, status=answer.status)
 
 
-@device_endpoint("GET", run_async=True)
-def job_document(request: HttpRequest, device: Device, job_id: str) -> HttpResponse:
-    """The document's bytes; ``ETag`` is the quoted sha256 the device checks them against."""
-    job = jobs.job_for_download(device, job_id)
-    etag = f'"{job.sha256}"'
+@device_endpoint("GET", run_async=True, deferred=True)
+def job_document(request: HttpRequest, presented: PresentedToken, job_id: str) -> HttpResponse:
+    """The document's bytes; ``ETag`` is the quoted sha256 the device checks them against. The
+    token is matched in the statement that reads the job and its document (``deferred``)."""
+    download = jobs.job_for_download(presented, job_id)
+    etag = f'"{download.job.sha256}"'
     if request.headers.get("If-None-Match") == etag:
         return HttpResponse(status=304, headers={"ETag": etag})
-    content = storage.open_document(job)
+    job, content = download.job, download.content()
     response = HttpResponse(content, content_type=job.content_type)
     response["Content-Length"] = str(len(content))
     response["ETag"] = etag

@@ -282,6 +282,20 @@ def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
     assert '"token_hash" =' in sent[1] and "qprint_job_event" in sent[2], sent
 
 
+def test_an_http_download_is_one_statement_its_token_and_document_read_with_the_job(
+    client, views_on_this_thread
+):
+    made = make_device()
+    connect(made.device)
+    submit(made.device)
+    assignment = claim_next_job(made.device.pk)
+    url = reverse("qprint:device-job-document", args=[assignment.job_id])
+    answer, sent = round_trips(lambda: client.get(url, **made.auth))
+    assert answer.status_code == 200 and answer.content == PDF
+    assert len(sent) == 1, sent
+    assert '"token_hash" =' in sent[0] and "qprint_document" in sent[0], sent
+
+
 def _report(assignment, kind, **kwargs):
     from qprint.domain.events import SocketReport
 

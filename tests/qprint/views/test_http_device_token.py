@@ -1,4 +1,5 @@
-"""The claim and the event of the device HTTP API match the presented token in their own lock
+"""The claim, the download and the event of the device HTTP API match the presented token in their
+own statement
 (``credentials.PresentedToken``; docs/PERFORMANCE.md, "Round trips") and answer exactly as the
 lookup before the view did (docs/SECURITY.md): an unknown token 401, counted by the throttle of
 failed authentications (429 once throttled), a disabled device 403, a CloudPRNT printer's token
@@ -14,10 +15,11 @@ from qprint import api
 from qprint.domain import claim as claim_module
 from qprint.domain import credentials
 from qprint.domain import events as events_module
+from qprint.domain import jobs as jobs_module
 from qprint.domain.claim import claim_next_job
 from qprint.models import AuthFailureCount, PrintJob, PrintJobEvent
 from tests.qprint.factories import connect, make_device
-from tests.qprint.helpers import event, submit
+from tests.qprint.helpers import PDF, event, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -39,6 +41,10 @@ def report(client, secret: str, job_id, body, content_type="application/json"):
         content_type=content_type,
         **bearer(secret),
     )
+
+
+def download(client, secret: str, job_id):
+    return client.get(reverse("qprint:device-job-document", args=[job_id]), **bearer(secret))
 
 
 def failures() -> int:
@@ -194,3 +200,50 @@ def test_a_right_token_the_lock_did_not_match_is_served_the_full_way(client, hel
     assert failures() == 0
     assert_refused(claim(client, credentials.new_secret()), 401, "unauthorized")
     assert failures() == 1
+
+
+def test_the_download_answers_as_the_lookup_did_its_token_matched_in_its_statement(client, held):
+    made, assignment = held
+    answer = download(client, made.token, assignment.job_id)
+    assert answer.status_code == 200 and answer.content == PDF
+    assert answer["ETag"] == f'"{assignment.sha256}"'
+    again = client.get(
+        reverse("qprint:device-job-document", args=[assignment.job_id]),
+        HTTP_IF_NONE_MATCH=answer["ETag"],
+        **bearer(made.token),
+    )
+    assert again.status_code == 304
+
+    wrong = credentials.new_secret()
+    assert_refused(download(client, wrong, assignment.job_id), 401, "unauthorized")
+    assert_refused(download(client, wrong, "not-a-uuid"), 401, "unauthorized")
+    assert failures() == 2
+    other = make_device(name="back-office")
+    assert_refused(download(client, other.token, assignment.job_id), 404, "not_found")
+    assert_refused(download(client, made.token, uuid.uuid4()), 404, "not_found")
+    assert_refused(download(client, made.token, "not-a-uuid"), 404, "not_found")
+    assert failures() == 2  # right tokens are not failed authentications
+
+    api.disable_device(made.device)
+    assert_refused(download(client, made.token, assignment.job_id), 403, "disabled")
+    assert_refused(download(client, made.token, uuid.uuid4()), 403, "disabled")
+    assert_refused(download(client, made.token, "not-a-uuid"), 403, "disabled")
+
+
+def test_a_cloudprnt_printers_token_downloads_nothing(client):
+    printer, token = api.create_device("acme", "counter", kind="cloudprnt")
+    connect(printer)
+    api.submit_job("acme", "counter", b"receipt", "text/plain")
+    assignment = claim_next_job(printer.pk)
+    assert_refused(download(client, token, assignment.job_id), 401, "unauthorized")
+    assert failures() == 1
+
+
+def test_a_right_token_the_download_did_not_match_is_served_the_full_way(client, held, monkeypatch):
+    made, assignment = held
+    monkeypatch.setattr(
+        jobs_module, "_DOWNLOADABLE_BY_TOKEN", {False: MatchesNothing(), True: MatchesNothing()}
+    )
+    answer = download(client, made.token, assignment.job_id)
+    assert answer.status_code == 200 and answer.content == PDF
+    assert failures() == 0
