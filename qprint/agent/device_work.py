@@ -54,8 +54,8 @@ class WorkLoop:
             try:
                 if not await self.reporter.flush(self.endpoints):
                     self._wake_later(min(5.0, self.backoff.maximum))  # reports are retried
-                else:
-                    await self.jobs.resume_received(self.endpoints)
+                elif not await self.jobs.resume_received(self.endpoints):
+                    self._wake_later(self.backoff.step())  # a put-aside job is tried again
             except Exception:
                 logger.exception("resume_failed device=%s", self.name)
                 self._wake_later(self.backoff.maximum)

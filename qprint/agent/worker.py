@@ -281,11 +281,12 @@ class JobRunner:
         await self.reporter.flush(endpoints)
         return DONE
 
-    async def resume_received(self, endpoints: Endpoints) -> None:
+    async def resume_received(self, endpoints: Endpoints) -> bool:
         """Finish jobs whose RECEIVED the server acknowledged after we had to put them aside.
 
         Once RECEIVED, the server no longer hands the job out, so the claim loop would never
-        bring it back.
+        bring it back. False when one could not be finished now (its download or a report
+        failed): the caller tries again later, since nothing else will.
         """
         for entry in await self.journal.jobs_in(j.RECEIVED):
             if await self.journal.has_pending(entry.job_id) or await self.journal.received_refused(
@@ -293,8 +294,9 @@ class JobRunner:
             ):
                 continue
             body = await self.journal.assignment(entry.job_id)
-            if body:
-                await self.handle(endpoints, Assignment.from_body(body))
+            if body and await self.handle(endpoints, Assignment.from_body(body)) != DONE:
+                return False
+        return True
 
     async def reconcile(
         self, endpoints: Endpoints, active_jobs: tuple[tuple[str, str, str], ...]

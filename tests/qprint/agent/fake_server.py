@@ -76,6 +76,8 @@ class FakeServer:
         #: Upgrades answered with ``refuse_upgrade``'s status.
         self.refused_upgrades = 0
         self.fail_event_posts = 0
+        #: Downloads answered 503 before the document is served again.
+        self.fail_downloads = 0
         self._front: asyncio.base_events.Server | None = None
         self._ws_server = None
         self.port = 0
@@ -207,6 +209,9 @@ class FakeServer:
                 or job.status not in ("CLAIMED", "RECEIVED", "SPOOLED")
             ):
                 return 404, {"error": "not_found", "message": ""}, "application/json"
+            if self.fail_downloads > 0:
+                self.fail_downloads -= 1
+                return 503, {"error": "unavailable", "message": ""}, "application/json"
             return 200, job.data, job.content_type
         if method == "POST" and len(parts) == 3 and parts[0] == "jobs" and parts[2] == "events":
             return self._event(device, parts[1], data)

@@ -113,6 +113,40 @@ async def test_interrupted_submission_is_reported_outcome_unknown_not_reprinted(
     assert spooler.submitted == []
 
 
+async def test_a_job_received_late_is_finished_even_when_its_download_fails_at_first(
+    server, start_agent, spooler, tmp_path
+):
+    """RECEIVED was acknowledged after the agent put the job aside (the connection dropped while
+    it waited for the answer): no claim hands the job out again, so the agent resumes it from its
+    journal, and a download that fails then is tried again until the job is printed."""
+    device = server.add_device()
+    job = server.add_job(device, PDF)
+    job.status, job.claim_id = "RECEIVED", CLAIM
+    body = {
+        "job_id": job.id,
+        "claim_id": CLAIM,
+        "printer": None,
+        "title": "doc",
+        "content_type": "application/pdf",
+        "size": len(PDF),
+        "sha256": hashlib.sha256(PDF).hexdigest(),
+        "options": {},
+        "priority": 0,
+        "created_at": "2026-12-01T00:00:00+00:00",
+        "document_url": f"api/v1/device/jobs/{job.id}/document",
+    }
+    journal = Journal(journal_path(tmp_path / "state", "dev"))
+    journal.remember_claim(job.id, CLAIM, assignment=body)
+    journal.advance(job.id, "RECEIVED", event="RECEIVED")
+    journal.acknowledge(journal.pending()[0].seq, "ok")  # the late acknowledgement
+    journal.close()
+    server.fail_downloads = 2
+
+    start_agent(device)
+    await eventually(lambda: job.status == "PRINTED", message="printed after the retries")
+    assert spooler.submitted == [job.id] and server.fail_downloads == 0
+
+
 async def test_events_are_retried_with_the_same_ids_until_acknowledged(
     server, start_agent, spooler
 ):
