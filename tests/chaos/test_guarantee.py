@@ -253,12 +253,27 @@ def test_every_job_is_final_and_printed_exactly_once_under_faults(cluster):
             not PrintJob.objects.filter(id__in=job_ids).exclude(status__in=FINAL_STATUSES).exists()
         )
 
-    wait_until(
-        all_final,
-        max(180, JOBS / 20),
-        interval=0.5,
-        message=f"every job final; fleet log:\n{fleet.log()[-3000:]}",
-    )
+    def not_final() -> str:
+        """At the failure: the jobs still open, their devices' connections, the fleet's log."""
+        open_jobs = (
+            PrintJob.objects.filter(id__in=job_ids)
+            .exclude(status__in=FINAL_STATUSES)
+            .select_related("device")[:20]
+        )
+        lines = [
+            f"{job.id} {job.status} device={job.device.name} claim_node={job.claim_node!r} "
+            f"attempts={job.attempts} connection={job.device.connection_id} "
+            f"node={job.device.connection_node!r} ready={job.device.connection_ready} "
+            f"events={[e.type for e in job.events.order_by('recorded_at', 'id')]}"
+            for job in open_jobs
+        ]
+        return (
+            "every job final; still open:\n"
+            + "\n".join(lines)
+            + (f"\nfleet log:\n{fleet.log()[-4000:]}")
+        )
+
+    wait_until(all_final, max(180, JOBS / 20), interval=0.5, message=not_final)
 
     to_final = time.monotonic() - began
     mark("all final")
