@@ -14,7 +14,15 @@ from qprint.domain.claim import claim_next_job
 from qprint.domain.device_operations import pushed_claim
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
-from tests.qprint.helpers import PDF, connect, event, make_device, recording_wakeups, submit
+from tests.qprint.helpers import (
+    PDF,
+    connect,
+    documents_in_a_storage,
+    event,
+    make_device,
+    recording_wakeups,
+    submit,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -68,6 +76,16 @@ def test_a_pushed_claim_reads_a_small_document_in_its_own_statement():
     )
     assert body["job_id"] == str(large.pk) and body["size"] > 100
     assert document is None and len(sent) == 2, sent  # larger: the device downloads it
+
+
+def test_a_pushed_claim_reads_a_document_kept_elsewhere_after_the_claim(settings, tmp_path):
+    documents_in_a_storage(settings, tmp_path)
+    device = connect(make_device().device)
+    submit(device)
+    (_, document), sent = statements(
+        lambda: pushed_claim(device.pk, str, token_hash=device.token_hash, inline_max=100)
+    )
+    assert document == PDF and len(sent) == 2, sent  # the file, read after: no statement
 
 
 def test_replayed_and_empty_claims_are_two_statements():

@@ -19,7 +19,7 @@ from qprint.domain import jobs as jobs_module
 from qprint.domain.claim import claim_next_job
 from qprint.models import AuthFailureCount, PrintJob, PrintJobEvent
 from tests.qprint.factories import connect, make_device
-from tests.qprint.helpers import PDF, event, submit
+from tests.qprint.helpers import PDF, documents_in_a_storage, event, submit
 
 pytestmark = pytest.mark.django_db
 
@@ -247,3 +247,15 @@ def test_a_right_token_the_download_did_not_match_is_served_the_full_way(client,
     answer = download(client, made.token, assignment.job_id)
     assert answer.status_code == 200 and answer.content == PDF
     assert failures() == 0
+
+
+def test_a_document_kept_in_a_django_storage_is_read_after_the_job(client, settings, tmp_path):
+    documents_in_a_storage(settings, tmp_path)
+    made = make_device()
+    connect(made.device)
+    submit(made.device)
+    assignment = claim_next_job(made.device.pk)
+    answer = download(client, made.token, assignment.job_id)
+    assert answer.status_code == 200 and answer.content == PDF
+    (tmp_path / "qprint" / str(assignment.job_id)).unlink()
+    assert_refused(download(client, made.token, assignment.job_id), 404, "not_found")
