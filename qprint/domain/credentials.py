@@ -191,6 +191,19 @@ class PresentedToken:
         return authenticate_device(self.secret, source=self.source, kind=self.kind)
 
 
+def jobs_device(*, by_token: bool) -> dict[str, Param]:
+    """The filter of a job query on the device whose job it must be: by the device's id
+    (placeholder ``device``), or (``by_token``) by the hash of the token a request presents and the
+    transport's kind (``digest`` and ``kind``, what :class:`PresentedToken` holds), so that the
+    operation's own statement matches the token."""
+    if by_token:
+        return {
+            "device__token_hash": Param("digest", CharField()),
+            "device__kind": Param("kind", CharField()),
+        }
+    return {"device_id": Param("device", IntegerField())}
+
+
 def authenticate_application(secret: str, *, source: str) -> ApplicationKey:
     """The live application key ``secret`` is, as :func:`authenticate_device` for a device
     (401 unknown or revoked, 429 throttled)."""

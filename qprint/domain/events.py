@@ -39,10 +39,8 @@ from typing import Any
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, IntegrityError, connection, transaction
 from django.db.models import (
     BooleanField,
-    CharField,
     ExpressionWrapper,
     F,
-    IntegerField,
     OuterRef,
     Q,
     Subquery,
@@ -291,13 +289,7 @@ def _build_job_lock(*, by_token: bool = False):
     the tenant has webhooks, in one SELECT: the job of the device by id, or (``by_token``) of the
     device of the transport's kind holding the token hashed ``digest`` (an HTTP request's)."""
     event_id = Param("event_id", UUIDField())
-    if by_token:
-        device = {
-            "device__token_hash": Param("digest", CharField()),
-            "device__kind": Param("kind", CharField()),
-        }
-    else:
-        device = {"device_id": Param("device", IntegerField())}
+    device = credentials.jobs_device(by_token=by_token)
     return (
         PrintJob.objects.select_for_update(of=("self",), no_key=True)
         .filter(pk=Param("job", UUIDField()), **device)

@@ -16,9 +16,7 @@ from datetime import timedelta
 from django.db import transaction
 from django.db.models import (
     BinaryField,
-    CharField,
     F,
-    IntegerField,
     Q,
     QuerySet,
     UUIDField,
@@ -141,13 +139,7 @@ def _build_downloadable(*, by_token: bool, with_content: bool) -> QuerySet:
     """The job a device may download, by the device's id or (``by_token``) joined to the device
     of the transport's kind holding the token hashed ``digest``; ``with_content``: its document's
     bytes too (``document_content``, documents in the database)."""
-    if by_token:
-        device = {
-            "device__token_hash": Param("digest", CharField()),
-            "device__kind": Param("kind", CharField()),
-        }
-    else:
-        device = {"device_id": Param("device", IntegerField())}
+    device = credentials.jobs_device(by_token=by_token)
     queryset = (
         PrintJob.objects.filter(pk=Param("job", UUIDField()), **device)
         .filter(held_job() | Q(status__in=DOWNLOADABLE_AFTER_CLAIM))
