@@ -275,13 +275,19 @@ def test_an_http_claim_is_four_round_trips_its_token_matched_in_the_lock(
     assert_locked_by_token(sent)
 
 
-def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
-    client, views_on_this_thread
-):
+@pytest.fixture
+def held():
+    """A connected device holding a claimed job: ``(device_with_token, assignment)``."""
     made = make_device()
     connect(made.device)
     submit(made.device)
-    assignment = claim_next_job(made.device.pk)
+    return made, claim_next_job(made.device.pk)
+
+
+def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
+    client, views_on_this_thread, held
+):
+    made, assignment = held
     url = reverse("qprint:device-job-events", args=[assignment.job_id])
     body = event(assignment.claim_id, "RECEIVED")
 
@@ -301,12 +307,9 @@ def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
 
 
 def test_an_http_download_is_one_statement_its_token_and_document_read_with_the_job(
-    client, views_on_this_thread
+    client, views_on_this_thread, held
 ):
-    made = make_device()
-    connect(made.device)
-    submit(made.device)
-    assignment = claim_next_job(made.device.pk)
+    made, assignment = held
     url = reverse("qprint:device-job-document", args=[assignment.job_id])
     answer, sent = round_trips(lambda: client.get(url, **made.auth))
     assert answer.status_code == 200 and answer.content == PDF
