@@ -134,6 +134,18 @@ class PreparedQuery:
         found = self.all(**values)
         return found[0] if found else None
 
+    def statement(self, **values: Any) -> tuple[str, list[Any]]:
+        """The compiled SQL (``%s`` placeholders) and its parameters for ``values``: to run as
+        the first CTE of a larger statement (``WITH rows AS (...) SELECT rows.*, ...``), whose
+        rows :meth:`instances` then reads."""
+        compiled = self._for(self.using)
+        return compiled.sql, compiled.bind(connections[self.using], values)
+
+    def instances(self, rows: list) -> list[Model]:
+        """The instances of ``rows`` whose first columns are this queryset's select list, in its
+        order (the columns after them are left to the caller)."""
+        return self._for(self.using).instances(self.using, rows)
+
 
 class PreparedInsert:
     """The INSERT of one row of a model, compiled by Django once per process: ``build()`` makes an

@@ -11,14 +11,22 @@ unique, so a duplicate that slips past the lookup (same id reported for another 
 that predates the lock) does not insert: answered as a replay or a conflict. The ``fingerprint``
 is the SHA-256 of the event's canonical content (job, type, claim, time, message, detail).
 
-Round trips (PostgreSQL): two statements between BEGIN and COMMIT for a new event. The first locks
-the job row and looks the ``event_id`` up (a subquery of the same SELECT); the second inserts the
-event (``ON CONFLICT (event_id) DO NOTHING``) and moves the job with an UPDATE guarded by the
-status it was judged in and by the INSERT having happened, in one statement of data-modifying
-CTEs. A replay is the lock and one read of the recorded event. On SQLite the INSERT runs in a
-savepoint and the UPDATE after it. An event of the device HTTP API locks its job joined to the
-device holding the token the request presents (:class:`qprint.domain.credentials.PresentedToken`)
-and checks the device's standing from that row: its token needs no lookup of its own.
+Round trips (PostgreSQL): a new event that the judge accepts is **one statement**, outside any
+transaction of its own (:func:`_at_once`): the lock's own SELECT, as a CTE, locks the job row and
+reads what the judge needs; the event is inserted only when that row says the judge would accept
+it (the statuses it may come from are the judge's own predicate, :func:`_applies`, evaluated in
+Python and passed as a list) and the job moves as that row says. The row stays locked until the
+statement ends, so the decision and the writes see one version of it. When the statement writes
+nothing (a replay, a refusal, a tenant with webhooks, whose deliveries are written in Python in the
+move's transaction) the event takes the way of a transaction: two statements between BEGIN and
+COMMIT. The first locks the job row and looks the ``event_id`` up (a subquery of the same SELECT);
+the second inserts the event (``ON CONFLICT (event_id) DO NOTHING``) and moves the job with an
+UPDATE guarded by the status it was judged in and by the INSERT having happened, in one statement
+of data-modifying CTEs. A replay is the lock and one read of the recorded event. On SQLite the
+INSERT runs in a savepoint and the UPDATE after it. An event of the device HTTP API locks its job
+joined to the device holding the token the request presents
+(:class:`qprint.domain.credentials.PresentedToken`) and checks the device's standing from that
+row: its token needs no lookup of its own.
 
 Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
 ``source = SERVER`` through :func:`record_server_event`, or, where the claim and the submission
@@ -32,6 +40,8 @@ another module writes it).
 import functools
 import json
 import logging
+import re
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -111,6 +121,11 @@ def record_device_event(
         return _presented_event(device, job_id, payload, pushes_next)
     device_id = device.pk if isinstance(device, Device) else int(device)
     job_uuid, event = _parsed(job_id, payload, device_id=device_id, token_hash=token_hash)
+    if connection.vendor == "postgresql" and not _announcing(device_id):
+        lock = {"job": job_uuid, "device": device_id, "event_id": event.event_id}
+        outcome = _at_once(_GATE, lock, device_id, token_hash, job_uuid, event, pushes_next)
+        if outcome is not None:
+            return outcome
     with transaction.atomic():
         return _device_event(device_id, job_uuid, event, token_hash, pushes_next)
 
@@ -201,6 +216,24 @@ def _presented_event(
         # The device's standing is answered first, as the HTTP API always did.
         presented.authenticate()
         raise
+    if connection.vendor == "postgresql" and not _announcing(presented.token_hash):
+        lock = {
+            "job": job_uuid,
+            "digest": presented.token_hash,
+            "kind": presented.kind,
+            "event_id": event.event_id,
+        }
+        outcome = _at_once(
+            _GATE_BY_TOKEN,
+            lock,
+            presented.token_hash,
+            presented.token_hash,
+            job_uuid,
+            event,
+            pushes_next,
+        )
+        if outcome is not None:
+            return outcome
     with transaction.atomic():
         job = _LOCK_JOB_BY_TOKEN.first(
             job=job_uuid,
@@ -284,29 +317,35 @@ def _recorded(event_id):
     return PrintJobEvent.objects.filter(event_id=event_id)
 
 
-def _build_job_lock(*, by_token: bool = False):
+def _build_job_lock(*, by_token: bool = False, locked: bool = True):
     """The job row locked for the event, the event id's earlier record (the replay) and whether
     the tenant has webhooks, in one SELECT: the job of the device by id, or (``by_token``) of the
-    device of the transport's kind holding the token hashed ``digest`` (an HTTP request's)."""
+    device of the transport's kind holding the token hashed ``digest`` (an HTTP request's).
+    ``locked=False``: without its ``FOR NO KEY UPDATE``, which the one-statement event adds
+    (Django compiles a lock only inside a transaction)."""
     event_id = Param("event_id", UUIDField())
     device = credentials.jobs_device(by_token=by_token)
-    return (
+    jobs = (
         PrintJob.objects.select_for_update(of=("self",), no_key=True)
-        .filter(pk=Param("job", UUIDField()), **device)
-        .annotate(
-            recorded_pk=Subquery(_recorded(event_id).values("pk")[:1]),
-            recorded_fingerprint=Subquery(_recorded(event_id).values("fingerprint")[:1]),
-            announced=outbox.tenant_subscribed(OuterRef("tenant")),
-            device_token_hash=F("device__token_hash"),
-            device_enabled=F("device__enabled"),
-            waited=ExpressionWrapper(Q(waited_until__gt=Now()), output_field=BooleanField()),
-            device_name=F("device__name"),
-        )[:1]
+        if locked
+        else PrintJob.objects
     )
+    return jobs.filter(pk=Param("job", UUIDField()), **device).annotate(
+        recorded_pk=Subquery(_recorded(event_id).values("pk")[:1]),
+        recorded_fingerprint=Subquery(_recorded(event_id).values("fingerprint")[:1]),
+        announced=outbox.tenant_subscribed(OuterRef("tenant")),
+        device_token_hash=F("device__token_hash"),
+        device_enabled=F("device__enabled"),
+        waited=ExpressionWrapper(Q(waited_until__gt=Now()), output_field=BooleanField()),
+        device_name=F("device__name"),
+    )[:1]
 
 
 _LOCK_JOB = PreparedQuery(_build_job_lock)
 _LOCK_JOB_BY_TOKEN = PreparedQuery(functools.partial(_build_job_lock, by_token=True))
+#: The same SELECTs for the first CTE of the one-statement event (:func:`_at_once`).
+_GATE = PreparedQuery(functools.partial(_build_job_lock, locked=False))
+_GATE_BY_TOKEN = PreparedQuery(functools.partial(_build_job_lock, by_token=True, locked=False))
 
 
 def _conflict(event_id: uuid.UUID) -> EventRejected:
@@ -428,6 +467,130 @@ def _record_in_one_statement(
     return recorded, (bool(queued) if not wake else None)
 
 
+#: After the lock's SELECT (the CTE ``gate``, first in the statement): the event inserted only when
+#: the locked row says the judge would accept it (the device's standing when a token is given; its
+#: claim; a status of ``_sources``; no replay; no webhook endpoint of the tenant, whose deliveries
+#: are written in the move's transaction), and the job moved as that row says. The UPDATE's
+#: conditions are the gate's values only: the row stays locked by the gate until the statement
+#: ends, so it moves whenever the event was recorded and the gate's status was not the event's.
+_AT_ONCE_TAIL = """, recorded AS (
+    INSERT INTO qprint_job_event
+        (event_id, job_id, device_id, source, type, message, detail, occurred_at, fingerprint)
+    SELECT %(event_id)s, gate.id, gate.device_id, %(source)s, %(type)s, %(message)s,
+           %(detail)s::jsonb, %(occurred_at)s, %(fingerprint)s
+    FROM gate
+    WHERE gate.recorded_pk IS NULL AND NOT gate.announced
+      AND (%(token_hash)s::text IS NULL
+           OR (gate.device_enabled AND gate.device_token_hash = %(token_hash)s::text))
+      AND gate.claim_id = %(claim)s AND gate.status = ANY(%(sources)s::text[])
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING id, recorded_at
+), moved AS (
+    UPDATE qprint_job
+    SET status = %(type)s, status_reason = %(reason)s,
+        received_at = CASE WHEN %(received)s THEN now() ELSE qprint_job.received_at END,
+        finished_at = CASE WHEN %(final)s THEN now() ELSE qprint_job.finished_at END
+    FROM gate
+    WHERE qprint_job.id = gate.id AND %(moves)s AND gate.status <> %(type)s
+      AND EXISTS (SELECT 1 FROM recorded)
+    RETURNING qprint_job.status, qprint_job.status_reason, qprint_job.received_at,
+              qprint_job.finished_at
+)
+SELECT gate.*, recorded.id, recorded.recorded_at, moved.status, moved.status_reason,
+       moved.received_at, moved.finished_at,
+       %(ask_queued)s AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = gate.device_id
+                                  AND {claimable}) AS queued
+FROM gate LEFT JOIN recorded ON true LEFT JOIN moved ON true
+""".replace("{claimable}", raw.claimable_job("q"))
+_NAMED = re.compile(r"%\((\w+)\)s")
+#: The tail with ``%s`` placeholders (the lock's are positional) and its values' names, in order.
+_AT_ONCE_NAMES = _NAMED.findall(_AT_ONCE_TAIL)
+_AT_ONCE_SQL_TAIL = _NAMED.sub("%s", _AT_ONCE_TAIL)
+#: What the tail adds to the lock's columns: the event's id and time, the move, ``queued``.
+_AT_ONCE_COLUMNS = 7
+
+#: Devices (by id, or by the token an HTTP request presents) whose tenant had a webhook endpoint
+#: when an event of theirs was last tried in one statement, and until when (monotonic seconds)
+#: their events go straight to the transaction's way. Only which way is tried first depends on
+#: it: both record the same event.
+_ANNOUNCING: dict[Any, float] = {}
+_ANNOUNCING_SECONDS = 60.0
+
+
+def _announcing(key: Any) -> bool:
+    until = _ANNOUNCING.get(key)
+    if until is None:
+        return False
+    if until < time.monotonic():
+        _ANNOUNCING.pop(key, None)
+        return False
+    return True
+
+
+def _at_once(
+    lock: PreparedQuery,
+    lock_values: dict[str, Any],
+    hint: Any,
+    token_hash: str | None,
+    job_uuid: uuid.UUID,
+    event: DeviceEvent,
+    pushes_next: bool,
+) -> EventOutcome | None:
+    """The event recorded and the job moved in one statement (PostgreSQL), committed with it
+    unless the caller's transaction holds it; None when the statement wrote nothing (no such job
+    of the device, a replay, a refusal, a tenant with webhooks): the caller then takes the way of
+    a transaction, which answers each of those. ``lock``: the event's lock query without its
+    lock (``_GATE``, by the device's id, or ``_GATE_BY_TOKEN``, by the presented token), and its
+    ``lock_values``; ``hint``: the key of :data:`_ANNOUNCING`."""
+    lock_sql, params = lock.statement(**lock_values)
+    fingerprint = event.fingerprint(job_uuid)
+    values = {
+        "event_id": event.event_id,
+        "source": EventSource.DEVICE.value,
+        "type": event.type,
+        "message": event.message,
+        "detail": json.dumps(event.detail),
+        "occurred_at": event.occurred_at,
+        "fingerprint": fingerprint,
+        "token_hash": token_hash,
+        "claim": event.claim_id,
+        "sources": _sources(event.type),
+        "reason": event.message[:1000],
+        "received": event.type == JobStatus.RECEIVED,
+        "final": is_final(event.type),
+        "moves": event.type != PROGRESS,
+        "ask_queued": pushes_next,
+    }
+    params.extend(values[name] for name in _AT_ONCE_NAMES)
+    rows = prepared.fetch(
+        f"WITH gate AS ({lock_sql} FOR NO KEY UPDATE OF qprint_job){_AT_ONCE_SQL_TAIL}", params
+    )
+    if not rows:
+        return None
+    [row] = rows
+    event_pk, recorded_at, status, reason, received_at, finished_at, queued = row[
+        -_AT_ONCE_COLUMNS:
+    ]
+    [job] = lock.instances([row])
+    if event_pk is None:
+        if job.announced:
+            _ANNOUNCING[hint] = time.monotonic() + _ANNOUNCING_SECONDS
+        return None
+    current = job.status
+    if event.type != PROGRESS and event.type != current:
+        if status is None:  # cannot happen: the gate holds the row it decided on
+            raise RuntimeError(f"event {event.event_id} was recorded but job {job.pk} not moved")
+        job.status, job.status_reason = status, reason
+        job.received_at, job.finished_at = received_at, finished_at
+        _moved(job, current, event.type, wake=not pushes_next)
+    recorded = _event_row(job, job.device_id, event, fingerprint)
+    recorded.pk, recorded.recorded_at = event_pk, recorded_at
+    recorded._state.adding, recorded._state.db = False, DEFAULT_DB_ALIAS
+    return EventOutcome(
+        created=True, job=job, event=recorded, queued=bool(queued) if pushes_next else None
+    )
+
+
 def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:
     existing = PrintJobEvent.objects.filter(event_id=event_id).first()
     if existing is None:
@@ -445,14 +608,34 @@ def _judge(job: PrintJob, event: DeviceEvent) -> None:
         )
     if job.status == JobStatus.CANCELLED and _cancelled_by_application(job):
         raise EventRejected("job_cancelled", "The job was cancelled by the application.")
-    if event.type == PROGRESS:
-        return
-    if event.type == job.status and not is_final(job.status):
-        return  # the same step reported again under a new id: recorded, nothing moves
-    if not can_move(job.status, event.type):
+    if not _applies(job.status, event.type):
         raise EventRejected(
             "backwards", f"The job is {job.status}; it cannot move to {event.type}."
         )
+
+
+def _applies(status: str, event_type: str) -> bool:
+    """Whether an event of ``event_type`` may be recorded for a job in ``status`` (its claim
+    being the job's, and the job not cancelled by the application): a PROGRESS always, the same
+    step reported again under a new id while not final (recorded, nothing moves), else a move
+    forward."""
+    if event_type == PROGRESS:
+        return True
+    if event_type == status and not is_final(status):
+        return True
+    return can_move(status, event_type)
+
+
+@functools.cache
+def _sources(event_type: str) -> list[str]:
+    """The statuses an event of ``event_type`` may be recorded from in one statement
+    (:func:`_at_once`): those :func:`_applies` accepts, CANCELLED aside (the judge must ask who
+    cancelled the job)."""
+    return [
+        status
+        for status in JobStatus.values
+        if status != JobStatus.CANCELLED and _applies(status, event_type)
+    ]
 
 
 def _cancelled_by_application(job: PrintJob) -> bool:

@@ -34,8 +34,10 @@ class Profiler:
     def __init__(self, pid: int, name: str) -> None:
         out = Path(PROFILE_DIR) / f"{name}.txt"
         spy = str(Path(sys.executable).parent / "py-spy")
+        # py-spy reads C stacks (--native) only while it pauses the process
+        native = ["--native"] if os.environ.get("BENCH_PROFILE_NATIVE") else ["--nonblocking"]
         args = [spy, "record", "--pid", str(pid), "--rate", "100",
-                "--format", "raw", "--output", str(out), "--nonblocking",
+                "--format", "raw", "--output", str(out), *native,
                 *(["--gil"] if os.environ.get("BENCH_PROFILE_GIL") else [])]  # fmt: skip
         self.spy = ManagedProcess("py-spy", args, dict(os.environ))
         self.spy.start()
@@ -49,7 +51,8 @@ class Profiler:
 
 def profiler(pid: int, name: str) -> Profiler:
     """py-spy on process ``pid`` until stopped, into ``<BENCH_PROFILE>/<name>.txt``
-    (``BENCH_PROFILE_GIL=1``: only the thread holding the interpreter)."""
+    (``BENCH_PROFILE_GIL=1``: only the thread holding the interpreter; ``BENCH_PROFILE_NATIVE=1``:
+    C frames too, such as psycopg's adapters)."""
     return Profiler(pid, name)
 
 

@@ -63,3 +63,27 @@ def test_concurrent_different_events_under_one_id_record_one_and_refuse_the_rest
     job.refresh_from_db()
     assert job.status == (row.type if row.type != "PROGRESS" else JobStatus.CLAIMED)
     assert PrintJob.objects.filter(pk=job.pk).count() == 1
+
+
+def test_two_final_outcomes_reported_at_once_record_one_and_refuse_the_other():
+    """PRINTED and FAILED of one job, each under its own id, at once, round after round: one is
+    recorded and moves the job, the other is refused as going backwards (the one-statement event
+    decides on the row it locked, as the transaction's way does)."""
+    device = connect(make_device().device)
+    kinds = ["PRINTED", "FAILED", "PRINTED", "FAILED"]
+    for _ in range(ROUNDS):
+        job = submit(device)
+        claim_next_job(device.pk)
+        job.refresh_from_db()
+        results = run_concurrently(
+            len(kinds), lambda i, job=job: record_device_event(device, job.pk, event(job, kinds[i]))
+        )
+
+        recorded = [r[1] for r in results if r[0] == "ok"]
+        refused = [r[1] for r in results if r[0] == "error"]
+        assert len(recorded) == 1 and recorded[0].created, results
+        assert {getattr(e, "code", repr(e)) for e in refused} == {"backwards"}, refused
+        rows = PrintJobEvent.objects.filter(job=job, source="DEVICE")
+        assert [row.type for row in rows] == [recorded[0].event.type]
+        job.refresh_from_db()
+        assert job.status == recorded[0].event.type and job.finished_at is not None

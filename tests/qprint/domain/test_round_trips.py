@@ -1,7 +1,8 @@
-"""Round trips of the job path on PostgreSQL: a claim, a device event and a submission are two
-statements each (BEGIN and COMMIT aside), as docs/PERFORMANCE.md says; a replay too. Over HTTP a
-claim or an event is BEGIN, those two statements and COMMIT: the device's token is matched in the
-lock, with no lookup of its own."""
+"""Round trips of the job path on PostgreSQL, as docs/PERFORMANCE.md says: a claim and a
+submission are two statements each (BEGIN and COMMIT aside), a replay too; a new device event is
+one statement with no transaction of its own, its replay a transaction. Over HTTP a claim is
+BEGIN, those two statements and COMMIT, an event one statement: the device's token is matched in
+the lock, with no lookup of its own."""
 
 import pytest
 from django.db import IntegrityError, connection
@@ -42,6 +43,13 @@ def statements(func):
     return result, [
         q["sql"] for q in captured.captured_queries if q["sql"] not in ("BEGIN", "COMMIT")
     ]
+
+
+def round_trips(func):
+    """``func()``'s result and every round trip it made, BEGIN and COMMIT included."""
+    with CaptureQueriesContext(connection) as captured:
+        result = func()
+    return result, [q["sql"] for q in captured.captured_queries]
 
 
 def test_claim_that_hands_out_a_job_is_two_statements():
@@ -123,22 +131,30 @@ def test_claim_skips_a_candidate_lost_meanwhile_in_one_more_round():
     assert len(sent) == 5, sent  # lock, lost claim, next candidate, claim (+ the test's UPDATE)
 
 
-def test_device_event_is_two_statements_and_its_replay_too():
+def test_a_device_event_is_one_round_trip_its_replay_a_transaction():
+    """A new event the judge accepts: one statement, no BEGIN or COMMIT. A replay: that
+    statement writes nothing, then the transaction's way answers it (the lock, the recorded
+    event read)."""
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
     body = event(assignment.claim_id, "RECEIVED")
-    outcome, sent = statements(lambda: record_device_event(device, assignment.job_id, body))
-    assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 2, sent
-    assert PrintJob.objects.get(pk=assignment.job_id).received_at is not None
+    outcome, sent = round_trips(lambda: record_device_event(device, assignment.job_id, body))
+    assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 1, sent
+    assert sent[0].lstrip().startswith("WITH gate AS") and "FOR NO KEY UPDATE" in sent[0]
+    job = PrintJob.objects.get(pk=assignment.job_id)
+    assert job.status == "RECEIVED" and job.received_at is not None
+    assert outcome.job.received_at == job.received_at and outcome.job.title == job.title
 
-    replay, sent = statements(lambda: record_device_event(device, assignment.job_id, body))
-    assert not replay.created and replay.event.pk == outcome.event.pk and len(sent) == 2, sent
+    replay, sent = round_trips(lambda: record_device_event(device, assignment.job_id, body))
+    assert not replay.created and replay.event.pk == outcome.event.pk, sent
+    assert len(sent) == 5 and (sent[1], sent[-1]) == ("BEGIN", "COMMIT"), sent
     assert replay.event.recorded_at == outcome.event.recorded_at
 
     progress = event(assignment.claim_id, "PROGRESS")
-    outcome, sent = statements(lambda: record_device_event(device, assignment.job_id, progress))
-    assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 2, sent
+    outcome, sent = round_trips(lambda: record_device_event(device, assignment.job_id, progress))
+    assert outcome.created and outcome.job.status == "RECEIVED" and len(sent) == 1, sent
+    assert PrintJobEvent.objects.filter(job_id=assignment.job_id, type="PROGRESS").count() == 1
 
 
 def test_a_pushing_sockets_release_says_in_the_same_statements_whether_a_job_waits():
@@ -151,7 +167,7 @@ def test_a_pushing_sockets_release_says_in_the_same_statements_whether_a_job_wai
     outcome, sent = statements(
         lambda: record_device_event(device, first.job_id, received, pushes_next=True)
     )
-    assert outcome.created and outcome.queued is False and len(sent) == 2, sent
+    assert outcome.created and outcome.queued is False and len(sent) == 1, sent
 
     printed = event(first.claim_id, "PRINTED")
     record_device_event(device, first.job_id, printed)
@@ -162,7 +178,7 @@ def test_a_pushing_sockets_release_says_in_the_same_statements_whether_a_job_wai
     outcome, sent = statements(
         lambda: record_device_event(device, second.job_id, received, pushes_next=True)
     )
-    assert outcome.queued is True and len(sent) == 2, sent
+    assert outcome.queued is True and len(sent) == 1, sent
     third = claim_next_job(device.pk)
     assert third.job_id == waiting.pk
     # Not asked (HTTP, a socket not pushing): not read.
@@ -228,14 +244,35 @@ def test_a_tenant_with_webhooks_still_gets_its_deliveries_from_the_same_statemen
     assert len(sent) == 2 + 3, sent
 
 
+def test_a_tenant_with_webhooks_has_its_events_recorded_in_the_moves_transaction():
+    """The one statement writes nothing for a tenant with an endpoint (its deliveries are written
+    with the move, in one transaction): the event is recorded that way, its delivery with it, and
+    the device's next events go that way first."""
+    from qprint.domain import events
+    from qprint.models import WebhookDelivery, WebhookEndpoint
+
+    made = make_device()
+    WebhookEndpoint.objects.create(
+        tenant=made.device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
+    )
+    device = connect(made.device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    events._ANNOUNCING.clear()
+    received = event(assignment.claim_id, "RECEIVED")
+    outcome, sent = round_trips(lambda: record_device_event(device, assignment.job_id, received))
+    assert outcome.created and outcome.job.status == "RECEIVED"
+    assert sent[0].lstrip().startswith("WITH gate AS") and sent[1] == "BEGIN", sent
+    assert events._announcing(device.pk)
+
+    printed = event(assignment.claim_id, "PRINTED")
+    outcome, sent = round_trips(lambda: record_device_event(device, assignment.job_id, printed))
+    assert outcome.created and outcome.job.status == "PRINTED"
+    assert sent[0] == "BEGIN" and not any("WITH gate AS" in q for q in sent), sent
+    assert WebhookDelivery.objects.filter(type="job.printed").count() == 1
+
+
 # -- over HTTP: the token matched in the lock ---------------------------------------------------
-
-
-def round_trips(func):
-    """``func()``'s result and every round trip it made, BEGIN and COMMIT included."""
-    with CaptureQueriesContext(connection) as captured:
-        result = func()
-    return result, [q["sql"] for q in captured.captured_queries]
 
 
 @pytest.fixture
@@ -284,7 +321,7 @@ def held():
     return made, claim_next_job(made.device.pk)
 
 
-def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
+def test_an_http_event_is_one_round_trip_its_token_matched_in_the_lock(
     client, views_on_this_thread, held
 ):
     made, assignment = held
@@ -296,14 +333,15 @@ def test_an_http_event_is_four_round_trips_its_token_matched_in_the_lock(
 
     answer, sent = round_trips(report)
     assert answer.status_code == 201 and answer.json()["job_status"] == "RECEIVED"
-    assert_locked_by_token(sent)
+    assert len(sent) == 1, sent
+    assert sent[0].lstrip().startswith("WITH gate AS") and '"token_hash" =' in sent[0], sent
     assert PrintJob.objects.get(pk=assignment.job_id).status == "RECEIVED"
 
-    # The replay: the lock, then the recorded event read (no CTE).
+    # The replay: the one statement writes nothing; then the lock and the recorded event read.
     replay, sent = round_trips(report)
     assert replay.status_code == 200 and replay.json()["event_id"] == body["event_id"]
-    assert len(sent) == 4 and (sent[0], sent[-1]) == ("BEGIN", "COMMIT"), sent
-    assert '"token_hash" =' in sent[1] and "qprint_job_event" in sent[2], sent
+    assert len(sent) == 5 and (sent[1], sent[-1]) == ("BEGIN", "COMMIT"), sent
+    assert '"token_hash" =' in sent[2] and "qprint_job_event" in sent[3], sent
 
 
 def test_an_http_download_is_one_statement_its_token_and_document_read_with_the_job(
@@ -345,19 +383,22 @@ def test_a_database_error_in_a_batch_records_each_event_alone(monkeypatch):
     recorded)."""
     from django.db import DataError
 
+    from qprint.core import prepared
     from qprint.domain import events
 
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
-    real = events._record_in_one_statement
+    real = prepared.fetch
 
-    def refuse_spooled(job, device_id, event, *args):
-        if event.type == "SPOOLED":
+    def refuse_spooled(sql, params=(), **kwargs):
+        values = params.values() if isinstance(params, dict) else params
+        if "INSERT INTO qprint_job_event" in sql and "SPOOLED" in values:
             raise DataError("refused by the database")
-        return real(job, device_id, event, *args)
+        return real(sql, params, **kwargs)
 
-    monkeypatch.setattr(events, "_record_in_one_statement", refuse_spooled)
+    # Both ways of recording an event (the batch's, and each event's alone) insert it there.
+    monkeypatch.setattr(prepared, "fetch", refuse_spooled)
     reports = [_report(assignment, kind) for kind in ("RECEIVED", "SPOOLED", "PRINTED")]
     outcomes = events.record_socket_events(device.pk, reports, token_hash=device.token_hash)
     assert outcomes[0].created and outcomes[2].created
