@@ -121,11 +121,9 @@ def record_device_event(
         return _presented_event(device, job_id, payload, pushes_next)
     device_id = device.pk if isinstance(device, Device) else int(device)
     job_uuid, event = _parsed(job_id, payload, device_id=device_id, token_hash=token_hash)
-    if connection.vendor == "postgresql" and not _announcing(device_id):
-        lock = {"job": job_uuid, "device": device_id, "event_id": event.event_id}
-        outcome = _at_once(_GATE, lock, device_id, token_hash, job_uuid, event, pushes_next)
-        if outcome is not None:
-            return outcome
+    outcome = _device_event_at_once(device_id, job_uuid, event, token_hash, pushes_next)
+    if outcome is not None:
+        return outcome
     with transaction.atomic():
         return _device_event(device_id, job_uuid, event, token_hash, pushes_next)
 
@@ -145,12 +143,13 @@ def record_socket_events(
 ) -> list[EventOutcome | QPrintError | DatabaseError]:
     """Consecutive events of one device socket, sent without waiting for the answers
     (docs/PROTOCOL.md, "Operations over the socket"), recorded in one transaction: one commit
-    instead of one per event. Each is answered as :func:`record_device_event` answers it alone
-    (its outcome, or the refusal it raises, in order). A refusal writes nothing and does not stop
-    the others. A database error rolls the whole transaction back; every event is then recorded
-    on its own transaction, as if they had come one at a time, so none is lost or recorded twice
-    (an error then is that event's outcome: the socket answers it 503, the device sends it again).
-    On SQLite (no batches: its event path uses savepoints) each runs alone."""
+    instead of one per event, each event one statement there when it can be (:func:`_at_once`).
+    Each is answered as :func:`record_device_event` answers it alone (its outcome, or the refusal
+    it raises, in order). A refusal writes nothing and does not stop the others. A database error
+    rolls the whole transaction back; every event is then recorded on its own transaction, as if
+    they had come one at a time, so none is lost or recorded twice (an error then is that event's
+    outcome: the socket answers it 503, the device sends it again). On SQLite (no batches: its
+    event path uses savepoints) each runs alone."""
     if connection.vendor != "postgresql" or len(reports) == 1:
         return [_alone(device_id, report, token_hash) for report in reports]
     try:
@@ -161,9 +160,8 @@ def record_socket_events(
                     job_uuid, event = _parsed(
                         report.job_id, report.payload, device_id=device_id, token_hash=token_hash
                     )
-                    outcomes.append(
-                        _device_event(device_id, job_uuid, event, token_hash, report.pushes_next)
-                    )
+                    args = (device_id, job_uuid, event, token_hash, report.pushes_next)
+                    outcomes.append(_device_event_at_once(*args) or _device_event(*args))
                 except QPrintError as exc:  # raised before the event wrote anything
                     outcomes.append(exc)
             return outcomes
@@ -249,6 +247,21 @@ def _presented_event(
     device_id = presented.authenticate().pk
     with transaction.atomic():
         return _device_event(device_id, job_uuid, event, None, pushes_next)
+
+
+def _device_event_at_once(
+    device_id: int,
+    job_uuid: uuid.UUID,
+    event: DeviceEvent,
+    token_hash: str | None,
+    pushes_next: bool,
+) -> EventOutcome | None:
+    """The event of device ``device_id`` in one statement (:func:`_at_once`), or None: then
+    :func:`_device_event`, in a transaction, answers it."""
+    if connection.vendor != "postgresql" or _announcing(device_id):
+        return None
+    lock = {"job": job_uuid, "device": device_id, "event_id": event.event_id}
+    return _at_once(_GATE, lock, device_id, token_hash, job_uuid, event, pushes_next)
 
 
 def _device_event(

@@ -361,7 +361,7 @@ def _report(assignment, kind, **kwargs):
     return SocketReport(assignment.job_id, event(assignment.claim_id, kind), **kwargs)
 
 
-def test_a_sockets_consecutive_events_are_one_transaction():
+def test_a_sockets_consecutive_events_are_one_transaction_of_one_statement_each():
     from qprint.domain.events import record_socket_events
 
     device = connect(make_device().device)
@@ -373,7 +373,8 @@ def test_a_sockets_consecutive_events_are_one_transaction():
     assert [o.event.type for o in outcomes] == ["RECEIVED", "SPOOLED", "PRINTED"]
     assert all(o.created for o in outcomes)
     sent = [q["sql"] for q in captured.captured_queries]
-    assert sent.count("COMMIT") == 1 and len(sent) - sent.count("BEGIN") == 7, sent
+    assert (sent[0], sent[-1]) == ("BEGIN", "COMMIT") and len(sent) == 5, sent
+    assert all(q.lstrip().startswith("WITH gate AS") for q in sent[1:-1]), sent
     assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
 
 
