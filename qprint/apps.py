@@ -15,9 +15,12 @@ class QPrintConfig(AppConfig):
         )
         from qprint.metrics import collectors
         from qprint.realtime import bus, publisher, server_log
+        from qprint.views import web_server
 
         # A refused socket upgrade is one log line, not Daphne's traceback.
         server_log.install()
+        # Daphne's requests skip Twisted's parsing of form bodies, which Daphne never reads.
+        web_server.install()
 
         # Wakeups leave through the process's bounded publisher (shared with the notices).
         installed = publisher.install()

@@ -106,3 +106,35 @@ def test_50_mib_document_goes_up_and_down_through_daphne(daphne):
     assert download.headers["Content-Length"] == str(len(content))
     assert download.headers["ETag"] == f'"{job["sha256"]}"'
     assert hashlib.sha256(download.content).hexdigest() == job["sha256"]
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_through_daphne_a_multipart_body_reaches_qprint_unparsed_by_twisted(daphne):
+    """Twisted no longer parses form bodies for Daphne (``qprint.views.web_server``): a multipart
+    submission is read once, by qprint, and one that the ``email`` parser cannot read gets
+    qprint's JSON error instead of Twisted's HTML 400 and a closed connection."""
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    url = f"{daphne}/qprint/api/v1/jobs"
+    headers = {"Authorization": f"Bearer {key.secret}"}
+    with httpx.Client(timeout=30) as client:
+        sent = client.post(
+            url,
+            data={"device": "front-desk"},
+            files={"document": ("doc.bin", b"%PDF-1.4 through daphne", "application/pdf")},
+            headers=headers,
+        )
+        assert sent.status_code == 201, sent.text
+        assert open_document(PrintJob.objects.get(pk=sent.json()["id"])) == (
+            b"%PDF-1.4 through daphne"
+        )
+
+        unreadable = client.post(
+            url,
+            content=b"no parts in here",
+            headers={**headers, "Content-Type": "multipart/form-data; boundary=BoUnDaRy"},
+        )
+    assert unreadable.headers["content-type"].startswith("application/json"), unreadable.text
+    assert unreadable.status_code in (400, 422) and "error" in unreadable.json(), unreadable.text
