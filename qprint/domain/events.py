@@ -434,6 +434,21 @@ FROM recorded LEFT JOIN moved ON true
 """.replace("{claimable}", raw.claimable_job("q"))
 
 
+def _event_columns(event: DeviceEvent, fingerprint: str) -> dict[str, Any]:
+    """The parameters of a device event's row and of its move's reason, as both one-statement
+    forms bind them."""
+    return {
+        "event_id": event.event_id,
+        "source": EventSource.DEVICE.value,
+        "type": event.type,
+        "message": event.message,
+        "detail": json.dumps(event.detail),
+        "occurred_at": event.occurred_at,
+        "fingerprint": fingerprint,
+        "reason": event.message[:1000],
+    }
+
+
 def _record_in_one_statement(
     job: PrintJob,
     device_id: int,
@@ -447,17 +462,10 @@ def _record_in_one_statement(
     pushing socket claims next), else None."""
     current = job.status
     params = {
-        "event_id": event.event_id,
+        **_event_columns(event, fingerprint),
         "job": job.pk,
         "device": device_id,
-        "source": EventSource.DEVICE.value,
-        "type": event.type,
-        "message": event.message,
-        "detail": json.dumps(event.detail),
-        "occurred_at": event.occurred_at,
-        "fingerprint": fingerprint,
         "target": target,
-        "reason": event.message[:1000],
         "received": target == JobStatus.RECEIVED,
         "final": target is not None and is_final(target),
         "current": current,
@@ -558,17 +566,10 @@ def _at_once(
     lock_sql, params = lock.statement(**lock_values)
     fingerprint = event.fingerprint(job_uuid)
     values = {
-        "event_id": event.event_id,
-        "source": EventSource.DEVICE.value,
-        "type": event.type,
-        "message": event.message,
-        "detail": json.dumps(event.detail),
-        "occurred_at": event.occurred_at,
-        "fingerprint": fingerprint,
+        **_event_columns(event, fingerprint),
         "token_hash": token_hash,
         "claim": event.claim_id,
         "sources": _sources(event.type),
-        "reason": event.message[:1000],
         "received": event.type == JobStatus.RECEIVED,
         "final": is_final(event.type),
         "moves": event.type != PROGRESS,
