@@ -214,24 +214,16 @@ def _presented_event(
         # The device's standing is answered first, as the HTTP API always did.
         presented.authenticate()
         raise
-    if connection.vendor == "postgresql" and not _announcing(presented.token_hash):
-        lock = {
-            "job": job_uuid,
-            "digest": presented.token_hash,
-            "kind": presented.kind,
-            "event_id": event.event_id,
-        }
-        outcome = _at_once(
-            _GATE_BY_TOKEN,
-            lock,
-            presented.token_hash,
-            presented.token_hash,
-            job_uuid,
-            event,
-            pushes_next,
-        )
-        if outcome is not None:
-            return outcome
+    lock = {
+        "job": job_uuid,
+        "digest": presented.token_hash,
+        "kind": presented.kind,
+        "event_id": event.event_id,
+    }
+    token = presented.token_hash
+    outcome = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, event, pushes_next)
+    if outcome is not None:
+        return outcome
     with transaction.atomic():
         job = _LOCK_JOB_BY_TOKEN.first(
             job=job_uuid,
@@ -258,8 +250,6 @@ def _device_event_at_once(
 ) -> EventOutcome | None:
     """The event of device ``device_id`` in one statement (:func:`_at_once`), or None: then
     :func:`_device_event`, in a transaction, answers it."""
-    if connection.vendor != "postgresql" or _announcing(device_id):
-        return None
     lock = {"job": job_uuid, "device": device_id, "event_id": event.event_id}
     return _at_once(_GATE, lock, device_id, token_hash, job_uuid, event, pushes_next)
 
@@ -475,17 +465,31 @@ def _record_in_one_statement(
     if not rows:
         return None, None
     [row] = rows
-    event_pk, recorded_at, status, reason, received_at, finished_at, queued = row
+    event_pk, recorded_at, *move, queued = row
     if target is not None:
-        if status is None:  # cannot happen while the row is locked; refuse rather than guess
+        if move[0] is None:  # cannot happen while the row is locked; refuse rather than guess
             raise EventRejected("backwards", f"The job is no longer {current}.")
-        job.status, job.status_reason = status, reason
-        job.received_at, job.finished_at = received_at, finished_at
-        _moved(job, current, target, wake=wake)
+        _set_moved(job, move, current, target, wake)
+    return _saved_row(job, device_id, event, fingerprint, event_pk, recorded_at), (
+        bool(queued) if not wake else None
+    )
+
+
+def _set_moved(job: PrintJob, move: list[Any], current: str, target: str, wake: bool) -> None:
+    """``job`` as the statement's UPDATE left it (``move``: status, reason, received and
+    finished times), then what follows its move (:func:`_moved`)."""
+    job.status, job.status_reason, job.received_at, job.finished_at = move
+    _moved(job, current, target, wake=wake)
+
+
+def _saved_row(
+    job: PrintJob, device_id: int, event: DeviceEvent, fingerprint: str, pk: int, recorded_at
+) -> PrintJobEvent:
+    """The event's row as the statement's INSERT saved it."""
     recorded = _event_row(job, device_id, event, fingerprint)
-    recorded.pk, recorded.recorded_at = event_pk, recorded_at
+    recorded.pk, recorded.recorded_at = pk, recorded_at
     recorded._state.adding, recorded._state.db = False, DEFAULT_DB_ALIAS
-    return recorded, (bool(queued) if not wake else None)
+    return recorded
 
 
 #: After the lock's SELECT (the CTE ``gate``, first in the statement): the event inserted only when
@@ -530,6 +534,13 @@ _AT_ONCE_SQL_TAIL = _NAMED.sub("%s", _AT_ONCE_TAIL)
 #: What the tail adds to the lock's columns: the event's id and time, the move, ``queued``.
 _AT_ONCE_COLUMNS = 7
 
+
+@functools.cache
+def _at_once_sql(lock_sql: str) -> str:
+    """The whole statement around the lock's compiled SELECT (one per lock query and alias)."""
+    return f"WITH gate AS ({lock_sql} FOR NO KEY UPDATE OF qprint_job){_AT_ONCE_SQL_TAIL}"
+
+
 #: Devices (by id, or by the token an HTTP request presents) whose tenant had a webhook endpoint
 #: when an event of theirs was last tried in one statement, and until when (monotonic seconds)
 #: their events go straight to the transaction's way. Only which way is tried first depends on
@@ -562,7 +573,10 @@ def _at_once(
     of the device, a replay, a refusal, a tenant with webhooks): the caller then takes the way of
     a transaction, which answers each of those. ``lock``: the event's lock query without its
     lock (``_GATE``, by the device's id, or ``_GATE_BY_TOKEN``, by the presented token), and its
-    ``lock_values``; ``hint``: the key of :data:`_ANNOUNCING`."""
+    ``lock_values``; ``hint``: the key of :data:`_ANNOUNCING`. Not tried (None) on SQLite, nor
+    for a device the hint sends the transaction's way."""
+    if connection.vendor != "postgresql" or _announcing(hint):
+        return None
     lock_sql, params = lock.statement(**lock_values)
     fingerprint = event.fingerprint(job_uuid)
     values = {
@@ -576,15 +590,11 @@ def _at_once(
         "ask_queued": pushes_next,
     }
     params.extend(values[name] for name in _AT_ONCE_NAMES)
-    rows = prepared.fetch(
-        f"WITH gate AS ({lock_sql} FOR NO KEY UPDATE OF qprint_job){_AT_ONCE_SQL_TAIL}", params
-    )
+    rows = prepared.fetch(_at_once_sql(lock_sql), params)
     if not rows:
         return None
     [row] = rows
-    event_pk, recorded_at, status, reason, received_at, finished_at, queued = row[
-        -_AT_ONCE_COLUMNS:
-    ]
+    event_pk, recorded_at, *move, queued = row[-_AT_ONCE_COLUMNS:]
     [job] = lock.instances([row])
     if event_pk is None:
         if job.announced:
@@ -592,14 +602,10 @@ def _at_once(
         return None
     current = job.status
     if event.type != PROGRESS and event.type != current:
-        if status is None:  # cannot happen: the gate holds the row it decided on
+        if move[0] is None:  # cannot happen: the gate holds the row it decided on
             raise RuntimeError(f"event {event.event_id} was recorded but job {job.pk} not moved")
-        job.status, job.status_reason = status, reason
-        job.received_at, job.finished_at = received_at, finished_at
-        _moved(job, current, event.type, wake=not pushes_next)
-    recorded = _event_row(job, job.device_id, event, fingerprint)
-    recorded.pk, recorded.recorded_at = event_pk, recorded_at
-    recorded._state.adding, recorded._state.db = False, DEFAULT_DB_ALIAS
+        _set_moved(job, move, current, event.type, not pushes_next)
+    recorded = _saved_row(job, job.device_id, event, fingerprint, event_pk, recorded_at)
     return EventOutcome(
         created=True, job=job, event=recorded, queued=bool(queued) if pushes_next else None
     )
