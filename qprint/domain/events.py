@@ -647,15 +647,17 @@ def _applies(status: str, event_type: str) -> bool:
 
 
 @functools.cache
-def _sources(event_type: str) -> list[str]:
+def _sources(event_type: str) -> str:
     """The statuses an event of ``event_type`` may be recorded from in one statement
     (:func:`_at_once`): those :func:`_applies` accepts, CANCELLED aside (the judge must ask who
-    cancelled the job)."""
-    return [
+    cancelled the job). An array literal (``{QUEUED,CLAIMED}``), bound as text: psycopg makes
+    a dumper of its own for a list parameter at every call."""
+    statuses = [
         status
         for status in JobStatus.values
         if status != JobStatus.CANCELLED and _applies(status, event_type)
     ]
+    return "{" + ",".join(statuses) + "}"
 
 
 def _cancelled_by_application(job: PrintJob) -> bool:
