@@ -42,12 +42,22 @@ is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a j
 import functools
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import CharField, F, IntegerField, OuterRef, QuerySet, Subquery
+from django.db.models import (
+    CharField,
+    Exists,
+    F,
+    IntegerField,
+    OuterRef,
+    QuerySet,
+    Subquery,
+    UUIDField,
+)
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -56,8 +66,9 @@ from qprint.core.errors import NotFound
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.documents import storage
+from qprint.domain import connection as connections
 from qprint.domain import credentials, events
-from qprint.models import Device, PrintJob, raw
+from qprint.models import Device, DeviceCommand, PrintJob, raw
 from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
@@ -67,6 +78,14 @@ _MAX_CANDIDATES = 10
 
 #: :attr:`Assignment.document` when the claim did not read the document.
 NOT_READ: Any = object()
+
+
+class NotClaimed:
+    """What :func:`claim_on_wakeup` returns when its caller decided not to claim."""
+
+
+#: The one :class:`NotClaimed`.
+NOT_CLAIMED = NotClaimed()
 
 
 @dataclass(frozen=True)
@@ -159,6 +178,32 @@ def claim_next_job(
         if token_hash is not None:
             credentials.require_token(locked.token_hash, locked.enabled, token_hash)
         return _claim_locked(locked, node, inline_max)
+
+
+def claim_on_wakeup(
+    device_id: int,
+    connection_id: uuid.UUID,
+    decide: Callable[[connections.DeviceState], bool],
+    *,
+    token_hash: str,
+    inline_max: int,
+) -> tuple[connections.DeviceState, Assignment | NotClaimed | None]:
+    """The wakeup of a socket in push mode, in one transaction: the device row locked as the
+    claim locks it, read with what :func:`qprint.domain.connection.read` would say of the
+    connection (:class:`~qprint.domain.connection.Replaced` when it no longer holds the row);
+    ``decide(state)`` (the socket session's plan, no I/O) says whether to claim now; if so, the
+    claim as :func:`claim_next_job` makes it for ``token_hash`` and ``inline_max``, on the row
+    already locked. Returns the state and the assignment, None (nothing to hand out), or
+    :data:`NOT_CLAIMED` (not asked to). One statement fewer than the read and then the claim."""
+    with transaction.atomic():
+        locked = _LOCK_DEVICE_ON_WAKEUP.first(device_id=device_id, connection_id=connection_id)
+        if locked is None:
+            raise connections.Replaced(f"device {device_id}: connection {connection_id} replaced")
+        state = connections.state_of(locked)
+        if not decide(state):
+            return state, NOT_CLAIMED
+        credentials.require_token(locked.token_hash, locked.enabled, token_hash)
+        return state, _claim_locked(locked, cluster.node_id(), inline_max)
 
 
 def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignment | None:
@@ -327,13 +372,22 @@ def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -
     return None
 
 
-def _build_lock(*, by_token: bool = False) -> QuerySet:
+def _build_lock(*, by_token: bool = False, on_wakeup: bool = False) -> QuerySet:
     """The claim's lock of the device row: by id, or (``by_token``) by the hash of the token an
-    HTTP request presents, of a device of the transport's kind (``token_hash`` is unique)."""
+    HTTP request presents, of a device of the transport's kind (``token_hash`` is unique).
+    ``on_wakeup``: by id and the socket's connection, with the rest of what the connection's
+    read says (``command_pending``, ``claimed_job_id``: :func:`claim_on_wakeup`)."""
     if by_token:
         match = {"token_hash": Param("digest", CharField()), "kind": Param("kind", CharField())}
     else:
         match = {"pk": Param("device_id", IntegerField())}
+    if on_wakeup:
+        match["connection_id"] = Param("connection_id", UUIDField())
+        held = PrintJob.objects.filter(device_id=OuterRef("pk")).held().values("id")[:1]
+        pending = DeviceCommand.objects.filter(device_id=OuterRef("pk")).pending()
+        wakeup = {"claimed_job_id": Subquery(held), "command_pending": Exists(pending)}
+    else:
+        wakeup = {}
     return (
         Device.objects.select_for_update(of=("self",), no_key=True)
         .with_liveness()
@@ -342,6 +396,7 @@ def _build_lock(*, by_token: bool = False) -> QuerySet:
                 PrintJob.objects.filter(device_id=OuterRef("pk")).claimable().values("id")[:1]
             ),
             announced=outbox.tenant_subscribed(OuterRef("tenant")),
+            **wakeup,
         )
         .only(
             "id",
@@ -364,6 +419,7 @@ def _build_lock(*, by_token: bool = False) -> QuerySet:
 
 _LOCK_DEVICE = PreparedQuery(_build_lock)
 _LOCK_DEVICE_BY_TOKEN = PreparedQuery(functools.partial(_build_lock, by_token=True))
+_LOCK_DEVICE_ON_WAKEUP = PreparedQuery(functools.partial(_build_lock, on_wakeup=True))
 
 
 def _lock_device(device_id: int) -> Device:

@@ -28,7 +28,9 @@ applied. This module is the only writer of those four columns, and every write i
 
 Every statement after ``take`` is guarded ``WHERE id = ? AND connection_id = ?``: a statement that
 matches no row means another connection took the device, and the caller closes with 4000
-(:class:`Replaced`). :func:`read` is the same answer as :func:`ping` without renewing, for a wakeup.
+(:class:`Replaced`). :func:`read` is the same answer as :func:`ping` without renewing, for a wakeup;
+a pushed wakeup reads it in the claim's lock of the row instead (:func:`state_of`), guarded the
+same way.
 
 When an endpoint of the device's tenant wants ``device.connected`` / ``device.disconnected``
 webhooks, :func:`take` and :func:`clear` run in one transaction with the outbox rows announcing
@@ -123,6 +125,27 @@ def _state(row: tuple) -> DeviceState:
         command_pending=bool(row[9]),
         claimed_job_id=str(uuid.UUID(str(row[10]))) if row[10] is not None else None,
         job_queued=bool(row[11]),
+    )
+
+
+def state_of(device: Any) -> DeviceState:
+    """The state of a device row that another statement read with the same columns: the claim's
+    lock of a pushed wakeup (:func:`qprint.domain.claim.claim_on_wakeup`: ``with_liveness()``,
+    its next claimable job as ``next_job_id``, ``command_pending``, ``claimed_job_id``)."""
+    held = device.claimed_job_id
+    return DeviceState(
+        enabled=bool(device.enabled),
+        connection_live=bool(device.connection_live),
+        connection_ready=bool(device.connection_ready),
+        paused=bool(device.paused),
+        control_revision=int(device.control_revision),
+        control_applied_revision=int(device.control_applied_revision),
+        settings_revision=int(device.settings_revision),
+        settings_applied_revision=int(device.settings_applied_revision),
+        token_hash=device.token_hash,
+        command_pending=bool(device.command_pending),
+        claimed_job_id=str(held) if held is not None else None,
+        job_queued=device.next_job_id is not None,
     )
 
 

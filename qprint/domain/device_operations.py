@@ -21,7 +21,8 @@ from typing import Any
 from qprint import documents
 from qprint.core.errors import NotFound
 from qprint.domain import commands, credentials, events
-from qprint.domain.claim import NOT_READ, claim_next_job
+from qprint.domain.claim import NOT_READ, Assignment, NotClaimed, claim_next_job, claim_on_wakeup
+from qprint.domain.connection import DeviceState
 from qprint.models import Device
 from qprint.models.serializers import assignment_body, command_object, event_object
 
@@ -71,6 +72,34 @@ def pushed_claim(
     None when there is nothing to hand out. The claim's own statement reads the document where
     the database keeps it; elsewhere it is read after."""
     assignment = claim_next_job(device_id, token_hash=token_hash, inline_max=inline_max)
+    return _pushed(assignment, document_url, inline_max)
+
+
+def pushed_on_wakeup(
+    device_id: int,
+    connection_id: Any,
+    decide: Callable[[DeviceState], bool],
+    document_url: Callable[[Any], str],
+    *,
+    token_hash: str,
+    inline_max: int,
+) -> tuple[DeviceState, tuple[dict[str, Any], bytes | None] | NotClaimed | None]:
+    """A wakeup of a socket in push mode (:func:`qprint.domain.claim.claim_on_wakeup`): the
+    connection's state read in the claim's lock, and, when ``decide(state)`` says so, the claim
+    :func:`pushed_claim` makes, in the same transaction. The state and what :func:`pushed_claim`
+    returns, or :data:`~qprint.domain.claim.NOT_CLAIMED`."""
+    state, assignment = claim_on_wakeup(
+        device_id, connection_id, decide, token_hash=token_hash, inline_max=inline_max
+    )
+    if isinstance(assignment, NotClaimed):
+        return state, assignment
+    return state, _pushed(assignment, document_url, inline_max)
+
+
+def _pushed(
+    assignment: Assignment | None, document_url: Callable[[Any], str], inline_max: int
+) -> tuple[dict[str, Any], bytes | None] | None:
+    """The pushed assignment's body and its document (None: downloaded by the device)."""
     if assignment is None:
         return None
     body = _assignment_body(assignment, document_url)

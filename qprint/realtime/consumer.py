@@ -369,12 +369,15 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
 
     def _read_then_push(self) -> tuple[Plan, Any]:
         """On a socket thread (the socket's task waits for it: the session is not touched
-        meanwhile): read the row and, when the session's plan says push, claim at once, so a
-        wakeup of a device in push mode costs one hand-off."""
-        plan = self.session.reconciled(connection.read(self.device_id, self.connection_id))
-        if not plan.push or plan.frames or plan.read_settings or plan.deliver_commands:
-            return plan, NOT_FETCHED  # what goes out before the push goes first
-        return plan, self._claim_for_push()
+        meanwhile): read the row; a ready session in push mode reads it in the claim's own
+        lock and claims in the same transaction when its plan says push
+        (:meth:`OperationDriver._read_in_claim`), so a wakeup of a device in push mode costs
+        one hand-off and one transaction."""
+        if self.session.ready and self.session.push_inline_max is not None:
+            return self._read_in_claim()
+        return self.session.reconciled(connection.read(self.device_id, self.connection_id)), (
+            NOT_FETCHED
+        )
 
     # -- carrying out the session's answers -------------------------------------------------------
 

@@ -12,6 +12,7 @@ import collections
 import functools
 import logging
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -20,10 +21,12 @@ from django.db import DatabaseError
 from qprint.core import wire
 from qprint.core.errors import QPrintError
 from qprint.domain import device_operations, events
+from qprint.domain.claim import NOT_CLAIMED
+from qprint.domain.connection import DeviceState
 from qprint.metrics import instruments
 from qprint.models.serializers import document_path
 from qprint.realtime import socket_db
-from qprint.realtime.frames import OperationRequest, ProtocolError
+from qprint.realtime.frames import OperationRequest, Plan, ProtocolError
 from qprint.realtime.session import DeviceSession
 
 logger = logging.getLogger("qprint.socket")
@@ -39,6 +42,7 @@ class OperationDriver:
 
     session: DeviceSession
     device_id: int
+    connection_id: uuid.UUID
     label: str
     #: The consumer's: what was taken out of turn and runs next, in order (``held``); the
     #: client's next message when it already arrived (``arrived``); the handling of a message,
@@ -168,6 +172,28 @@ class OperationDriver:
             )
         except (QPrintError, DatabaseError) as exc:
             return exc
+
+    def _read_in_claim(self) -> tuple[Plan, Any]:
+        """On a socket thread, for a ready session in push mode: the row read in the claim's
+        lock, the session's plan made from it, and the claim in the same transaction when the
+        plan says push and nothing has to go out before it (else :data:`NOT_FETCHED`: the
+        frames go first, then :meth:`_claim_for_push`)."""
+        plans: list[Plan] = []
+
+        def push_now(state: DeviceState) -> bool:
+            plan = self.session.reconciled(state)
+            plans.append(plan)
+            return plan.push and not (plan.frames or plan.read_settings or plan.deliver_commands)
+
+        _state, pushed = device_operations.pushed_on_wakeup(
+            self.device_id,
+            self.connection_id,
+            push_now,
+            document_path,
+            token_hash=self.session.token_hash,
+            inline_max=self.session.push_inline_max or 0,
+        )
+        return plans[0], (NOT_FETCHED if pushed is NOT_CLAIMED else pushed)
 
     async def _send_pushed(self, pushed: Any) -> bool:
         """Send what :meth:`_claim_for_push` got; True when an assignment went out."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import uuid
 
 import pytest
 from django.test import override_settings
@@ -14,7 +15,10 @@ from django.test import override_settings
 from qprint import api
 from qprint.core.conf import qprint_settings
 from qprint.models import PrintJob
+from qprint.domain import connection
+from qprint.realtime import socket_db
 from tests.qprint.realtime.conftest import adb, event_frame
+from tests.qprint.realtime.test_consumer import wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -59,6 +63,45 @@ async def test_a_job_submitted_while_connected_is_pushed_never_woken(device_and_
     job_id = await adb(submit, device)
     frame = await s.receive()
     assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
+
+
+async def test_a_pushed_wakeup_reads_the_connection_in_the_claims_lock(
+    device_and_token, sockets, monkeypatch
+):
+    """The wakeup of a ready socket in push mode: the device row locked with what the
+    connection's read says (guarded by the socket's connection), then the claim, in one
+    transaction; no read of its own before."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    await wait_idle(s, device.pk)
+    statements: list[str] = []
+
+    def observe(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    job_id = await adb(submit, device)
+    frame = await s.receive()
+    assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
+    assert len(statements) == 2, statements
+    lock, claim = statements
+    assert "FOR NO KEY UPDATE" in lock and '"connection_id" = (%s)' in lock, lock
+    assert claim.lstrip().startswith("WITH held AS"), claim
+
+
+async def test_a_pushed_wakeup_of_a_replaced_connection_closes_it_4000(device_and_token, sockets):
+    """The claim's lock of a pushed wakeup is guarded by the socket's connection as the read
+    was: a row another connection took closes the socket (4000) and claims nothing."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    await wait_idle(s, device.pk)
+    await adb(connection.take, device.pk, uuid.uuid4(), "elsewhere", 20)  # no replaced message
+    job_id = await adb(submit, device)
+    assert await s.receive_close() == 4000
+    assert (await adb(job_row, job_id)).status == "QUEUED"
 
 
 async def test_a_document_over_the_limit_is_downloaded(device_and_token, sockets):
