@@ -14,8 +14,8 @@ from django.test import override_settings
 
 from qprint import api
 from qprint.core.conf import qprint_settings
-from qprint.models import PrintJob
 from qprint.domain import connection
+from qprint.models import PrintJob
 from qprint.realtime import socket_db
 from tests.qprint.realtime.conftest import adb, event_frame
 from tests.qprint.realtime.test_consumer import wait_idle
