@@ -34,6 +34,11 @@ read again and the second statement repeats. A pushed claim, which sends small d
 the assignment, reads the document's bytes in that second statement too (a scalar subquery of its
 last SELECT, where the database keeps documents: :func:`qprint.documents.storage.document_select`).
 
+A socket in push mode woken by a job (:func:`claim_on_wakeup`) locks the row with what the
+connection's read would say of it, guarded by its ``connection_id``, and lets the socket's
+session decide from that row, under the lock, whether to claim: the read and the claim are one
+transaction, the lock its first statement.
+
 On SQLite (no data-modifying CTEs) steps 2 and 3 run as separate statements, inside
 ``transaction_mode = "IMMEDIATE"`` transactions, which serialise writers at BEGIN (``FOR UPDATE``
 is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a job into CLAIMED.
