@@ -245,3 +245,15 @@ async def sockets():
     if watch is not None:
         await asyncio.wait_for(watch.stop(), 10)
     await loop.run_in_executor(None, socket_db.close_connections)
+
+
+def observe_statements(monkeypatch) -> list[str]:
+    """The SQL of every statement the sockets' database threads run from now on, in order."""
+    statements: list[str] = []
+
+    def observe(execute, sql, params, many, context):
+        statements.append(sql)
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    return statements

@@ -20,8 +20,8 @@ from qprint.core.errors import GateClosed
 from qprint.domain import connection, credentials, wakeups
 from qprint.domain.claim import claim_next_job
 from qprint.models import CommandStatus, Device, DeviceCommand, DevicePrinter
-from qprint.realtime import bus, consumer, socket_db
-from tests.qprint.realtime.conftest import adb, row, submit, wait_ready
+from qprint.realtime import bus, consumer
+from tests.qprint.realtime.conftest import adb, observe_statements, row, submit, wait_ready
 
 # -- the upgrade -----------------------------------------------------------------------------
 
@@ -177,13 +177,7 @@ async def test_ping_is_one_statement(device_and_token, sockets, monkeypatch):
     s = sockets(token)
     await s.hello_and_ready()
     await wait_idle(s, device.pk)
-    statements: list[str] = []
-
-    def observe(execute, sql, params, many, context):
-        statements.append(sql)
-        return execute(sql, params, many, context)
-
-    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    statements = observe_statements(monkeypatch)
     await s.send({"type": "ping"})
     assert await s.nothing(0.5)
     assert len(statements) == 1

@@ -16,7 +16,7 @@ from qprint import api
 from qprint.domain import credentials
 from qprint.models import Device, PrintJob
 from qprint.realtime import bus
-from tests.qprint.realtime.conftest import adb
+from tests.qprint.realtime.conftest import adb, observe_statements
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -269,8 +269,6 @@ async def test_a_claim_over_the_socket_is_two_statements_and_an_event_one(
 ):
     from django.db import connection as db
 
-    from qprint.realtime import socket_db
-
     if db.vendor != "postgresql":
         pytest.skip("the one-statement claim is PostgreSQL's")
     # No bus for this socket: its reconcile after subscribing would be a statement of its own.
@@ -281,13 +279,7 @@ async def test_a_claim_over_the_socket_is_two_statements_and_an_event_one(
     await s.hello_and_ready()
     await s.send({"type": "claim", "request_id": "warm"})  # the state frame's statements done
     await answer(s, "warm")
-    statements: list[str] = []
-
-    def observe(execute, sql, params, many, context):
-        statements.append(sql)
-        return execute(sql, params, many, context)
-
-    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    statements = observe_statements(monkeypatch)
     await s.send({"type": "claim", "request_id": "c"})
     assignment = await answer(s, "c")
     assert assignment["type"] == "assignment"

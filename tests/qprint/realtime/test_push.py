@@ -16,8 +16,7 @@ from qprint import api
 from qprint.core.conf import qprint_settings
 from qprint.domain import connection
 from qprint.models import PrintJob
-from qprint.realtime import socket_db
-from tests.qprint.realtime.conftest import adb, event_frame
+from tests.qprint.realtime.conftest import adb, event_frame, observe_statements
 from tests.qprint.realtime.test_consumer import wait_idle
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -75,13 +74,7 @@ async def test_a_pushed_wakeup_reads_the_connection_in_the_claims_lock(
     s = sockets(token)
     await s.hello_and_ready(push=4096)
     await wait_idle(s, device.pk)
-    statements: list[str] = []
-
-    def observe(execute, sql, params, many, context):
-        statements.append(sql)
-        return execute(sql, params, many, context)
-
-    monkeypatch.setattr(socket_db, "statement_observer", observe)
+    statements = observe_statements(monkeypatch)
     job_id = await adb(submit, device)
     frame = await s.receive()
     assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
