@@ -133,11 +133,14 @@ class ClusterRuntime:
             os._exit(1)
 
     def _sleep(self, seconds: float, wake_on_stop: bool = True) -> None:
-        """Sleep on the monotonic clock, waking early when a stop is requested."""
+        """Sleep on the monotonic clock, waking early when a stop is requested, and, once the
+        drain of a signal runs, as soon as it is finished (nothing left running): a stop does
+        not wait for the next heartbeat."""
         deadline = time.monotonic() + seconds
         while (remaining := deadline - time.monotonic()) > 0:
-            if self._stop_requested() and wake_on_stop and self.drain_reason != "signal":
-                return
+            if wake_on_stop and self._stop_requested():
+                if self.drain_reason != "signal" or self._drain_finished():
+                    return
             self._check_hard_deadline()
             time.sleep(min(TICK_SECONDS, remaining))
 

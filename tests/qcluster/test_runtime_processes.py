@@ -14,6 +14,7 @@ import pytest
 from qcluster import leases
 from qcluster.models import ClusterAlert, ClusterLease, ClusterNode
 from tests.processes import ManagedProcess, free_port, manage
+from tests.qcluster.conftest import set_cluster_settings
 from tests.waiting import wait_until
 
 HEARTBEAT, LOST_AFTER = 1, 3
@@ -185,6 +186,23 @@ def test_unreachable_database_is_retried_with_backoff_until_told_to_stop():
         assert "exit_unregistered node=n reason=database_unavailable" in node.log()
     finally:
         node.kill()
+
+
+@pytest.mark.services
+@pytest.mark.slow
+def test_sigterm_with_nothing_running_stops_before_the_next_heartbeat(runtime):
+    """A signal's drain stops as soon as nothing runs: it does not sleep out the heartbeat
+    (here 60 s; the grace 30 s) before it records STOPPED."""
+    set_cluster_settings(heartbeat_seconds=60, lost_after_seconds=180)
+    node = runtime("node-1", grace=30)
+    wait_until(lambda: sweeper_holder() == "node-1", START_TIMEOUT, message="node-1 sweeper")
+    wait_log(node, "worker_started node=node-1")
+
+    node.send(signal.SIGTERM)
+
+    assert node.wait(20) == 0  # well before the next heartbeat and the grace
+    assert "node_stopped node=node-1 reason=signal abandoned_tasks=0" in node.log()
+    assert status("node-1") == "STOPPED"
 
 
 @pytest.mark.services
