@@ -138,9 +138,9 @@ class ClusterRuntime:
         not wait for the next heartbeat."""
         deadline = time.monotonic() + seconds
         while (remaining := deadline - time.monotonic()) > 0:
-            if wake_on_stop and self._stop_requested():
-                if self.drain_reason != "signal" or self._drain_finished():
-                    return
+            stopping = wake_on_stop and self._stop_requested()
+            if stopping and (self.drain_reason != "signal" or self._drain_finished()):
+                return
             self._check_hard_deadline()
             time.sleep(min(TICK_SECONDS, remaining))
 
