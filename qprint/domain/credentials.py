@@ -16,7 +16,9 @@ compares the stored hash with :func:`require_token`; every poll it does not matc
 Likewise the claim and the event of the device HTTP API take the token as presented
 (:class:`PresentedToken`), match its hash in their own lock (``qprint.domain.claim``,
 ``qprint.domain.events``) and check the locked row with :meth:`PresentedToken.require`; every
-request their lock does not match comes in here (:meth:`PresentedToken.authenticate`).
+request their lock does not match comes in here (:meth:`PresentedToken.authenticate`). An
+application's job submission matches its key in the statement that reads the device
+(:class:`PresentedKey`); a key it does not match comes in here (:meth:`PresentedKey.authenticate`).
 """
 
 import functools
@@ -30,7 +32,14 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import BooleanField, CharField, ExpressionWrapper, IntegerField, Q
+from django.db.models import (
+    BooleanField,
+    CharField,
+    ExpressionWrapper,
+    IntegerField,
+    Q,
+    Subquery,
+)
 from django.db.models.functions import Now
 
 from qprint.core import inputs
@@ -60,15 +69,21 @@ def hash_secret(secret: str) -> str:
 _DEVICE_BY_TOKEN = PreparedQuery(
     lambda: Device.objects.filter(token_hash=Param("digest", CharField()))[:1]
 )
+
+
+def _use_is_stale() -> ExpressionWrapper:
+    """Whether a key's ``last_used_at`` is to be written now (at most once a
+    :data:`LAST_USED_RESOLUTION`), judged on the database clock."""
+    return ExpressionWrapper(
+        Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
+        output_field=BooleanField(),
+    )
+
+
 _KEY_BY_SECRET = PreparedQuery(
     lambda: ApplicationKey.objects.filter(
         key_hash=Param("digest", CharField()), revoked=False
-    ).annotate(
-        use_is_stale=ExpressionWrapper(
-            Q(last_used_at__isnull=True) | Q(last_used_at__lt=Now() - LAST_USED_RESOLUTION),
-            output_field=BooleanField(),
-        )
-    )[:1]
+    ).annotate(use_is_stale=_use_is_stale())[:1]
 )
 
 
@@ -226,8 +241,60 @@ def key_for_secret(secret: str) -> ApplicationKey | None:
     if key is None or not hmac.compare_digest(key.key_hash, digest):
         return None
     if key.use_is_stale:
-        ApplicationKey.objects.filter(pk=key.pk).update(last_used_at=Now())
+        record_use(key.pk)
     return key
+
+
+def record_use(key_id: int) -> None:
+    """Write the key's ``last_used_at`` (when its statement judged it stale)."""
+    ApplicationKey.objects.filter(pk=key_id).update(last_used_at=Now())
+
+
+def submitter(key_name: str) -> str:
+    """How a job submitted with the key named ``key_name`` records who submitted it."""
+    return f"key:{key_name}"
+
+
+def presented_key_columns(digest: Any) -> dict[str, Any]:
+    """The annotations with which another statement matches the live application key hashed
+    ``digest`` (a :class:`~qprint.core.prepared.Param`) itself: its tenant (``key_tenant``),
+    id, name and hash, and whether its ``last_used_at`` is stale; NULL when no live key has that
+    hash (:class:`PresentedKey`)."""
+    live = ApplicationKey.objects.filter(key_hash=digest, revoked=False)
+    return {
+        "key_tenant": Subquery(live.values("tenant")[:1]),
+        "key_id": Subquery(live.values("pk")[:1]),
+        "key_name": Subquery(live.values("name")[:1]),
+        "key_hash": Subquery(live.values("key_hash")[:1]),
+        "key_use_is_stale": Subquery(live.annotate(stale=_use_is_stale()).values("stale")[:1]),
+    }
+
+
+@dataclass(frozen=True)
+class PresentedKey:
+    """An application key as a request presents it, not yet looked up (a job submission): the
+    submission matches :attr:`key_hash` in its own statement (``presented_key_columns``, with the
+    device it names in the key's tenant) and checks what it matched with :meth:`require`. When that
+    statement matched nothing (an unknown or revoked key, or no such device), and whenever the
+    request is refused before that statement runs, the key comes in the one way in,
+    :meth:`authenticate` (the throttle, 401, 429), so the answers and their order are those of a
+    key looked up first. ``source``: the real client address (:func:`throttle.client_address`)."""
+
+    secret: str = field(repr=False)
+    source: str
+    key_hash: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "key_hash", hash_secret(self.secret))
+
+    def require(self, stored_hash: str | None) -> None:
+        """The key the statement matched by :attr:`key_hash` holds it (constant time; 401)."""
+        if stored_hash is None or not hmac.compare_digest(stored_hash, self.key_hash):
+            raise Unauthorized(message="Unknown or revoked application key.")
+
+    def authenticate(self) -> ApplicationKey:
+        """The one way in (:func:`authenticate_application`)."""
+        return authenticate_application(self.secret, source=self.source)
 
 
 def _device_id(device: Device | int) -> int:

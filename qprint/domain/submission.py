@@ -26,11 +26,12 @@ from qprint.core.errors import (
     DocumentTooLarge,
     Invalid,
     NotFound,
+    QPrintError,
 )
 from qprint.core.prepared import Param, PreparedInsert, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.documents import media, storage
-from qprint.domain import cloudprnt, events, formats, jobs
+from qprint.domain import cloudprnt, credentials, events, formats, jobs
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, PrintJob
 from qprint.webhooks import outbox
@@ -47,7 +48,7 @@ MAX_PRIORITY = 1_000_000
 
 
 def submit_job(
-    tenant: str,
+    tenant: str | credentials.PresentedKey,
     device: str | Device,
     content: bytes,
     content_type: str,
@@ -69,22 +70,35 @@ def submit_job(
 
     Raises :class:`NotFound` (``unknown_device``), :class:`DocumentTooLarge`,
     :class:`UnsupportedContentType`, :class:`Invalid`.
+
+    ``tenant`` may be the application key a request presents
+    (:class:`~qprint.domain.credentials.PresentedKey`, with ``device`` a name): the key is then
+    matched in the statement that reads the device, its tenant is the job's and
+    ``credentials.submitter`` of its name is ``submitted_by``; a refusal before that statement, or
+    a key it did not match, is answered after the key's own standing (401, 429), as if the key
+    had been looked up first.
     """
-    if isinstance(device, Device):
-        if device.tenant != tenant:
-            raise NotFound("unknown_device", f"No device named {device.name!r}.")
-        device_name = device.name
-    else:
-        device_name = inputs.required_text("device", device, 150)
-    content_type = _check_content_type(content_type)
-    content = _check_content(content)
-    options = _check_options(options)
-    priority = _check_priority(priority)
-    ttl = _check_expires_in(expires_in)
-    printer = inputs.text("printer", printer, 255) or None
-    title = inputs.text("title", title, 255)
-    if idempotency_key is not None:
-        idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
+    presented = tenant if isinstance(tenant, credentials.PresentedKey) else None
+    try:
+        if isinstance(device, Device):
+            if presented is not None or device.tenant != tenant:
+                raise NotFound("unknown_device", f"No device named {device.name!r}.")
+            device_name = device.name
+        else:
+            device_name = inputs.required_text("device", device, 150)
+        content_type = _check_content_type(content_type)
+        content = _check_content(content)
+        options = _check_options(options)
+        priority = _check_priority(priority)
+        ttl = _check_expires_in(expires_in)
+        printer = inputs.text("printer", printer, 255) or None
+        title = inputs.text("title", title, 255)
+        if idempotency_key is not None:
+            idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
+    except QPrintError:
+        if presented is not None:
+            presented.authenticate()  # the key's standing is answered first
+        raise
     sha256 = storage.digest(content)
     fingerprint = fingerprint_of(
         {
@@ -99,7 +113,12 @@ def submit_job(
         }
     )
 
-    target = _submission_target(tenant, device_name, idempotency_key, printer)
+    if presented is not None:
+        tenant, target, submitted_by = _presented_target(
+            presented, device_name, idempotency_key, printer
+        )
+    else:
+        target = _submission_target(tenant, device_name, idempotency_key, printer)
     if target.idempotent_job is not None:
         if target.idempotent_fingerprint != fingerprint:
             raise _idempotency_conflict()
@@ -159,26 +178,35 @@ def submit_job(
     return job, True
 
 
-def _build_submission_target(with_printer: bool):
-    made = PrintJob.objects.filter(
-        tenant=Param("tenant", CharField()), idempotency_key=Param("key", CharField())
-    )
+def _build_submission_target(with_printer: bool, by_key: bool = False):
+    """The device named ``name`` in ``tenant`` with what the submission needs of it; ``by_key``:
+    in the tenant of the live application key hashed ``digest``, with that key's columns
+    (:func:`qprint.domain.credentials.presented_key_columns`)."""
+    key = credentials.presented_key_columns(Param("digest", CharField())) if by_key else {}
+    tenant = OuterRef("tenant") if by_key else Param("tenant", CharField())
+    made = PrintJob.objects.filter(tenant=tenant, idempotency_key=Param("key", CharField()))
     printer = Param("printer", CharField()) if with_printer else None
     printer_name, capabilities = formats.reported_printer(OuterRef("pk"), printer)
     return Device.objects.filter(
-        tenant=Param("tenant", CharField()), name=Param("name", CharField())
+        tenant=key["key_tenant"] if by_key else Param("tenant", CharField()),
+        name=Param("name", CharField()),
     ).annotate(
         idempotent_job=Subquery(made.values("pk")[:1]),
         idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
         printer_name=printer_name,
         printer_capabilities=capabilities,
-        announced=outbox.tenant_subscribed(Param("tenant", CharField())),
+        announced=outbox.tenant_subscribed(tenant),
+        **{name: column for name, column in key.items() if name != "key_tenant"},
     )[:1]
 
 
 _SUBMISSION_TARGET = {
     True: PreparedQuery(lambda: _build_submission_target(with_printer=True)),
     False: PreparedQuery(lambda: _build_submission_target(with_printer=False)),
+}
+_SUBMISSION_TARGET_BY_KEY = {
+    True: PreparedQuery(lambda: _build_submission_target(with_printer=True, by_key=True)),
+    False: PreparedQuery(lambda: _build_submission_target(with_printer=False, by_key=True)),
 }
 
 
@@ -198,6 +226,28 @@ def _submission_target(
     if idempotency_key is None:
         device.idempotent_job = None
     return device
+
+
+def _presented_target(
+    presented: credentials.PresentedKey, name: str, idempotency_key: str | None, printer: str | None
+) -> tuple[str, Device, str]:
+    """The tenant, the device and ``submitted_by`` of a submission whose application key is
+    matched in the device's own statement; a statement that matched nothing takes the one way in
+    for the key (401, 429), then looks the device up in its tenant (404)."""
+    values = {"digest": presented.key_hash, "name": name, "key": idempotency_key}
+    if printer is not None:
+        values["printer"] = printer
+    target = _SUBMISSION_TARGET_BY_KEY[printer is not None].first(**values)
+    if target is None:
+        key = presented.authenticate()
+        target = _submission_target(key.tenant, name, idempotency_key, printer)
+        return key.tenant, target, credentials.submitter(key.name)
+    presented.require(target.key_hash)
+    if target.key_use_is_stale:
+        credentials.record_use(target.key_id)
+    if idempotency_key is None:
+        target.idempotent_job = None
+    return target.tenant, target, credentials.submitter(target.key_name)
 
 
 def _insert_job_step_by_step(

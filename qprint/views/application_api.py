@@ -14,13 +14,15 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from qprint.domain import commands, devices, jobs
+from qprint.core.errors import QPrintError
+from qprint.domain import commands, credentials, devices, jobs
 from qprint.domain import submission as submissions
 from qprint.models import ApplicationKey
 from qprint.models.serializers import command_object, device_object, job_object, job_with_events
 from qprint.models.summaries import DeviceSummary
 from qprint.views.http import (
     application_endpoint,
+    application_key,
     invalid,
     json_response,
     read_json_object,
@@ -36,26 +38,32 @@ SUBMISSION_FIELDS = frozenset(
 
 
 def submitted_by(key: ApplicationKey) -> str:
-    return f"key:{key.name}"
+    return credentials.submitter(key.name)
 
 
-@application_endpoint("GET", "POST", run_async=True)
-def job_list(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
+@application_endpoint("GET", "POST", run_async=True, deferred=True)
+def job_list(request: HttpRequest, key: ApplicationKey | credentials.PresentedKey) -> HttpResponse:
     if request.method == "POST":
         return submit(request, key)
-    return list_jobs(request, key)
+    return list_jobs(request, application_key(key))
 
 
-def submit(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
-    """201 a new job; 200 the job already made under this ``Idempotency-Key`` (same body)."""
-    submission = read_submission(request)
-    fields = submission.fields
-    unknown = sorted(set(fields) - SUBMISSION_FIELDS)
-    if unknown:
-        raise invalid(unknown[0], "is not a field of a job submission")
-    device = fields.get("device")
-    if not isinstance(device, str) or not device:
-        raise invalid("device", "is required (the device's name)")
+def submit(request: HttpRequest, key: ApplicationKey | credentials.PresentedKey) -> HttpResponse:
+    """201 a new job; 200 the job already made under this ``Idempotency-Key`` (same body). A key
+    only presented is matched by the submission's own statement; a body refused before it is
+    answered after the key's standing (401, 429), as when the key was looked up first."""
+    try:
+        submission = read_submission(request)
+        fields = submission.fields
+        unknown = sorted(set(fields) - SUBMISSION_FIELDS)
+        if unknown:
+            raise invalid(unknown[0], "is not a field of a job submission")
+        device = fields.get("device")
+        if not isinstance(device, str) or not device:
+            raise invalid("device", "is required (the device's name)")
+    except QPrintError:
+        application_key(key)
+        raise
     kwargs: dict[str, Any] = {
         name: fields[name] for name in ("printer", "title", "options", "priority") if name in fields
     }
@@ -63,13 +71,14 @@ def submit(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
         kwargs["title"] = ""
     if "expires_in" in fields:
         kwargs["expires_in"] = fields["expires_in"]
+    presented = isinstance(key, credentials.PresentedKey)
     job, created = submissions.submit_job(
-        key.tenant,
+        key if presented else key.tenant,
         device,
         submission.content,
         submission.content_type,
         idempotency_key=request.headers.get("Idempotency-Key") or None,
-        submitted_by=submitted_by(key),
+        submitted_by="" if presented else submitted_by(key),
         **kwargs,
     )
     return json_response(job_object(job), status=201 if created else 200)

@@ -179,6 +179,21 @@ def authenticate_application(request: HttpRequest):
     )
 
 
+def present_application_key(request: HttpRequest):
+    """The application key presented, not yet looked up
+    (:class:`qprint.domain.credentials.PresentedKey`), for a request whose body is at most
+    :data:`MAX_JSON_BODY_BYTES` by its ``Content-Length`` (what a deferred device view reads
+    before its token is known); any other request's key is looked up first, so a client without
+    a key never makes a node read a large body. 401 when absent or malformed."""
+    try:
+        declared = int(request.headers.get("Content-Length") or 0)
+    except ValueError:
+        declared = -1
+    if not 0 <= declared <= MAX_JSON_BODY_BYTES or "Transfer-Encoding" in request.headers:
+        return authenticate_application(request)
+    return credentials.PresentedKey(bearer_token(request), source=client_address(request))
+
+
 def device_endpoint(*methods: str, run_async: bool = False, deferred: bool = False):
     """A view of the device API: ``view(request, device, **url_kwargs)``.
 
@@ -196,10 +211,20 @@ def device_endpoint(*methods: str, run_async: bool = False, deferred: bool = Fal
     return _endpoint(methods, authenticate, run_async=run_async)
 
 
-def application_endpoint(*methods: str, run_async: bool = False):
+def application_endpoint(*methods: str, run_async: bool = False, deferred: bool = False):
     """A view of the application API: ``view(request, key, **url_kwargs)`` (``run_async`` as
-    for :func:`device_endpoint`)."""
-    return _endpoint(methods, authenticate_application, run_async=run_async)
+    for :func:`device_endpoint`). ``deferred=True``: ``key`` may be the key presented, not yet
+    looked up (:func:`present_application_key`), for a domain operation that matches it in its
+    own statement (the submission); the view looks it up itself where it needs the key."""
+    authenticate = present_application_key if deferred else authenticate_application
+    return _endpoint(methods, authenticate, run_async=run_async)
+
+
+def application_key(key) -> Any:
+    """The key of a ``deferred`` application view, looked up now when it was only presented."""
+    if isinstance(key, credentials.PresentedKey):
+        return key.authenticate()
+    return key
 
 
 def no_credentials(request: HttpRequest) -> None:
