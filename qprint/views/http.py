@@ -181,15 +181,13 @@ def authenticate_application(request: HttpRequest):
 
 def present_application_key(request: HttpRequest):
     """The application key presented, not yet looked up
-    (:class:`qprint.domain.credentials.PresentedKey`), for a request whose body is at most
-    :data:`MAX_JSON_BODY_BYTES` by its ``Content-Length`` (what a deferred device view reads
-    before its token is known); any other request's key is looked up first, so a client without
-    a key never makes a node read a large body. 401 when absent or malformed."""
-    try:
-        declared = int(request.headers.get("Content-Length") or 0)
-    except ValueError:
-        declared = -1
-    if not 0 <= declared <= MAX_JSON_BODY_BYTES or "Transfer-Encoding" in request.headers:
+    (:class:`qprint.domain.credentials.PresentedKey`), for a request that declares a body of at
+    most :data:`MAX_JSON_BODY_BYTES` in its ``Content-Length`` (what a deferred device view reads
+    before its token is known); any other request's key (no length, a chunked body, a larger
+    one) is looked up first, so a client without a key never makes a node read a large body.
+    401 when absent or malformed."""
+    declared = request.headers.get("Content-Length", "")
+    if not declared.isdigit() or int(declared) > MAX_JSON_BODY_BYTES:
         return authenticate_application(request)
     return credentials.PresentedKey(bearer_token(request), source=client_address(request))
 

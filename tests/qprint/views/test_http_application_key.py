@@ -145,3 +145,15 @@ def test_a_large_body_is_read_only_after_its_key(client, key, monkeypatch):
     # A small one is read first; its key is still refused.
     assert_refused(submit(client, credentials.new_secret()), 401, "unauthorized")
     assert read == [1]
+    # A body of no declared length (chunked) has its key looked up first too.
+    answer = client.generic(
+        "POST",
+        reverse("qprint:jobs"),
+        b"{}",
+        content_type="application/json",
+        HTTP_AUTHORIZATION=f"Bearer {credentials.new_secret()}",
+        REMOTE_ADDR=ADDRESS,
+        CONTENT_LENGTH="",
+    )
+    assert_refused(answer, 401, "unauthorized")
+    assert read == [1]
