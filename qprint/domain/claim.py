@@ -192,23 +192,22 @@ def claim_on_wakeup(
     *,
     token_hash: str,
     inline_max: int,
-) -> tuple[connections.DeviceState, Assignment | NotClaimed | None]:
+) -> Assignment | NotClaimed | None:
     """The wakeup of a socket in push mode, in one transaction: the device row locked as the
     claim locks it, read with what :func:`qprint.domain.connection.read` would say of the
     connection (:class:`~qprint.domain.connection.Replaced` when it no longer holds the row);
     ``decide(state)`` (the socket session's plan, no I/O) says whether to claim now; if so, the
     claim as :func:`claim_next_job` makes it for ``token_hash`` and ``inline_max``, on the row
-    already locked. Returns the state and the assignment, None (nothing to hand out), or
-    :data:`NOT_CLAIMED` (not asked to). One statement fewer than the read and then the claim."""
+    already locked. Returns the assignment, None (nothing to hand out), or :data:`NOT_CLAIMED`
+    (not asked to). One statement fewer than the read and then the claim."""
     with transaction.atomic():
         locked = _LOCK_DEVICE_ON_WAKEUP.first(device_id=device_id, connection_id=connection_id)
         if locked is None:
             raise connections.Replaced(f"device {device_id}: connection {connection_id} replaced")
-        state = connections.state_of(locked)
-        if not decide(state):
-            return state, NOT_CLAIMED
+        if not decide(connections.state_of(locked)):
+            return NOT_CLAIMED
         credentials.require_token(locked.token_hash, locked.enabled, token_hash)
-        return state, _claim_locked(locked, cluster.node_id(), inline_max)
+        return _claim_locked(locked, cluster.node_id(), inline_max)
 
 
 def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignment | None:

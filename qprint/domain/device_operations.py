@@ -14,6 +14,7 @@ The frames themselves (parsing a request, the answer frames) are the device sess
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -77,23 +78,23 @@ def pushed_claim(
 
 def pushed_on_wakeup(
     device_id: int,
-    connection_id: Any,
+    connection_id: uuid.UUID,
     decide: Callable[[DeviceState], bool],
     document_url: Callable[[Any], str],
     *,
     token_hash: str,
     inline_max: int,
-) -> tuple[DeviceState, tuple[dict[str, Any], bytes | None] | NotClaimed | None]:
+) -> tuple[dict[str, Any], bytes | None] | NotClaimed | None:
     """A wakeup of a socket in push mode (:func:`qprint.domain.claim.claim_on_wakeup`): the
     connection's state read in the claim's lock, and, when ``decide(state)`` says so, the claim
-    :func:`pushed_claim` makes, in the same transaction. The state and what :func:`pushed_claim`
-    returns, or :data:`~qprint.domain.claim.NOT_CLAIMED`."""
-    state, assignment = claim_on_wakeup(
+    :func:`pushed_claim` makes, in the same transaction. What :func:`pushed_claim` returns, or
+    :data:`~qprint.domain.claim.NOT_CLAIMED`."""
+    assignment = claim_on_wakeup(
         device_id, connection_id, decide, token_hash=token_hash, inline_max=inline_max
     )
     if isinstance(assignment, NotClaimed):
-        return state, assignment
-    return state, _pushed(assignment, document_url, inline_max)
+        return assignment
+    return _pushed(assignment, document_url, inline_max)
 
 
 def _pushed(

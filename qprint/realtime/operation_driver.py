@@ -185,7 +185,7 @@ class OperationDriver:
             plans.append(plan)
             return plan.push and not (plan.frames or plan.read_settings or plan.deliver_commands)
 
-        _state, pushed = device_operations.pushed_on_wakeup(
+        pushed = device_operations.pushed_on_wakeup(
             self.device_id,
             self.connection_id,
             push_now,
