@@ -12,7 +12,9 @@ applied. This module is the only writer of those four columns, and every write i
   publishes ``replaced`` so an older socket closes.
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
-  heartbeat.
+  heartbeat. :func:`ping_many` is the same for the pings of several connections of a node at
+  once (``qprint.realtime.pings`` gathers them): one statement for all of them on PostgreSQL,
+  each row guarded as :func:`ping`'s, the rows locked in the order of their ids.
 - :func:`mark_ready` - record the revisions the device applied and mark the connection ready.
 - :func:`clear` - forget the connection on close.
 - :func:`poll_live` and :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is
@@ -231,6 +233,54 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
         [lease_seconds(heartbeat_seconds), device_id, sql.uuid_param(connection_id)],
     )
     return _state(row)
+
+
+@functools.cache
+def _ping_many_statement(vendor: str) -> str:
+    """:func:`ping_many`'s statement on PostgreSQL, built once: the pings as three arrays, the
+    rows they still name locked in the order of their ids (two nodes' statements never wait on
+    each other crosswise), then renewed."""
+    d = raw.tables()["device"]
+    return f"""
+        WITH pinged AS (
+            SELECT * FROM unnest(%s::bigint[], %s::uuid[], %s::float8[])
+                AS p(id, connection_id, lease_seconds)
+        ), locked AS (
+            SELECT {d}.id, pinged.lease_seconds FROM {d}
+            JOIN pinged ON pinged.id = {d}.id AND pinged.connection_id = {d}.connection_id
+            ORDER BY {d}.id
+            FOR UPDATE OF {d}
+        )
+        UPDATE {d} SET
+            connection_lease_expires_at = {sql.seconds_from_now("locked.lease_seconds")},
+            last_seen_at = {sql.now()}
+        FROM locked WHERE {d}.id = locked.id
+        RETURNING {d}.id, {d}.connection_id, {_state_columns()}
+        """
+
+
+def ping_many(pings: list[tuple[int, uuid.UUID, float]]) -> list[DeviceState | None]:
+    """:func:`ping` for several connections, ``(device_id, connection_id, heartbeat_seconds)``
+    each: their states in the same order, None for a connection that was replaced. One statement
+    on PostgreSQL; elsewhere (one node, SQLite) one :func:`ping` after the other."""
+    if db.vendor != "postgresql":
+        states: list[DeviceState | None] = []
+        for device_id, connection_id, heartbeat_seconds in pings:
+            try:
+                states.append(ping(device_id, connection_id, heartbeat_seconds))
+            except Replaced:
+                states.append(None)
+        return states
+    rows = prepared.fetch(
+        _ping_many_statement(db.vendor),
+        [
+            [device_id for device_id, _, _ in pings],
+            [connection_id for _, connection_id, _ in pings],
+            [lease_seconds(heartbeat) for _, _, heartbeat in pings],
+        ],
+    )
+    renewed = {(row[0], row[1]): _state(row[2:]) for row in rows}
+    return [renewed.get((device_id, connection_id)) for device_id, connection_id, _ in pings]
 
 
 def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:

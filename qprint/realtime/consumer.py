@@ -4,11 +4,12 @@ The consumer authenticates the upgrade, reads frames and messages, runs the stat
 asks for and writes what it answers; every decision of the protocol (what to send, when, which
 close code) is the session's. Each socket handles one message at a time from two sources: the
 client (``websocket.*``) and its own queue, fed by this process's :mod:`qprint.realtime.bus`
-(``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the drain (``qprint.drain``) and its
-heartbeat timer (``qprint.heartbeat_check``). A message of any other type is an error, as in
-Channels' own dispatch. A handler may take the client's frames that have already arrived behind
-its own (the event frames the operation driver records together); any it does not handle run
-next, before the client's later frames (:attr:`DeviceConsumer.held`).
+(``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the drain (``qprint.drain``), its
+heartbeat timer (``qprint.heartbeat_check``) and the answer to its ping, renewed with the node's
+other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`). A message of any other type is an
+error, as in Channels' own dispatch. A handler may take the client's frames that have already
+arrived behind its own (the event frames the operation driver records together); any it does not
+handle run next, before the client's later frames (:attr:`DeviceConsumer.held`).
 
 The operation frames (claim, event, command result) and pushed assignments are driven by its
 mixin :class:`~qprint.realtime.operation_driver.OperationDriver`; this module holds the connection's
@@ -45,8 +46,9 @@ from qprint.domain import (
     devices,
     throttle,
 )
+from qprint.domain.connection import DeviceState
 from qprint.metrics import instruments
-from qprint.realtime import bus, drain, socket_db
+from qprint.realtime import bus, drain, pings, socket_db
 from qprint.realtime.frames import (
     Close,
     OperationRequest,
@@ -100,6 +102,8 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
         #: When the last read of the row began (monotonic): a reconcile asked for an earlier
         #: moment has nothing to catch up.
         self._row_read_at = float("-inf")
+        #: A ping of this socket is on its way (:mod:`qprint.realtime.pings`).
+        self._ping_pending = False
         #: What the operation driver took out of turn and did not handle: run next, in order.
         self.held: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
         self._receive = receive
@@ -302,17 +306,15 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
         await self._carry_out(self.session.marked_ready(state, event))
 
     async def on_ping(self, event: Ping) -> None:
-        self._row_read_at = time.monotonic()
-        try:
-            state = await socket_db.run(
-                connection.ping, self.device_id, self.connection_id, self.heartbeat
-            )
-        except connection.Replaced:
-            raise
-        except Exception as exc:  # the lease runs on; the next ping tries again
-            logger.warning("socket_ping_failed device=%s error=%r", self.label, exc)
-            return
-        instruments.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
+        """Renew the lease with the node's other pings (``qprint.realtime.pings``) without
+        waiting: the answer comes back as ``qprint.pinged``. A ping while one is on its way adds
+        nothing (that one renews the lease)."""
+        if not self._ping_pending:
+            self._ping_pending = True
+            pings.renew(self.device_id, self.connection_id, self.heartbeat, self._pinged)
+
+    def _pinged(self, state: DeviceState | Exception | None, read_at: float) -> None:
+        self.deliver({"type": "qprint.pinged", "state": state, "read_at": read_at})
 
     async def on_printers(self, event: PrintersReported) -> None:
         try:
@@ -347,6 +349,19 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
 
     async def qprint_drain(self, message: dict[str, Any]) -> None:
         await self._close(self.session.draining())
+
+    async def qprint_pinged(self, message: dict[str, Any]) -> None:
+        """The answer to this socket's ping: tell the device only what changed, unless a read of
+        the row that began later has planned from a newer state already."""
+        self._ping_pending = False
+        state, read_at = message["state"], message["read_at"]
+        if state is None:
+            await self._close(self.session.row_taken())
+        elif isinstance(state, Exception):  # the lease runs on; the next ping tries again
+            logger.warning("socket_ping_failed device=%s error=%r", self.label, state)
+        elif read_at >= self._row_read_at:
+            self._row_read_at = read_at
+            instruments.heartbeat_reconciled(await self._carry_out(self.session.pinged(state)))
 
     async def qprint_heartbeat_check(self, message: dict[str, Any]) -> None:
         answer = self.session.heartbeat_check(time.monotonic())
@@ -488,6 +503,7 @@ _MESSAGE_HANDLERS = {
     "qprint.replaced": DeviceConsumer.qprint_replaced,
     "qprint.drain": DeviceConsumer.qprint_drain,
     "qprint.heartbeat_check": DeviceConsumer.qprint_heartbeat_check,
+    "qprint.pinged": DeviceConsumer.qprint_pinged,
 }
 #: The session's events (frames from the device) -> the consumer's handler.
 _EVENT_HANDLERS = {

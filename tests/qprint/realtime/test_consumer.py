@@ -12,7 +12,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connections
 from django.db.models.functions import Now
 
 from qprint import api
@@ -20,7 +20,7 @@ from qprint.core.errors import GateClosed
 from qprint.domain import connection, credentials, wakeups
 from qprint.domain.claim import claim_next_job
 from qprint.models import CommandStatus, Device, DeviceCommand, DevicePrinter
-from qprint.realtime import bus, consumer
+from qprint.realtime import bus, consumer, pings
 from tests.qprint.realtime.conftest import adb, observe_statements, row, submit, wait_ready
 
 # -- the upgrade -----------------------------------------------------------------------------
@@ -181,7 +181,70 @@ async def test_ping_is_one_statement(device_and_token, sockets, monkeypatch):
     await s.send({"type": "ping"})
     assert await s.nothing(0.5)
     assert len(statements) == 1
-    assert statements[0].lstrip().upper().startswith("UPDATE")
+    assert "UPDATE" in statements[0].upper()
+
+
+async def test_pings_of_several_sockets_are_renewed_in_one_statement(
+    device_factory, sockets, monkeypatch
+):
+    # No bus: its reconcile after subscribing would be a statement of its own.
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    monkeypatch.setattr(pings, "WINDOW_SECONDS", 0.5)  # all three arrive in it, however slow
+    made = [await adb(device_factory) for _ in range(3)]
+    socks = [sockets(token) for _, token in made]
+    for (device, _), s in zip(made, socks, strict=True):
+        await s.hello_and_ready()
+        await wait_idle(s, device.pk)
+    before = [(await adb(row, device.pk)).connection_lease_expires_at for device, _ in made]
+    statements = observe_statements(monkeypatch)
+    for s in socks:  # within the window of the first
+        await s.send({"type": "ping"})
+    for s in socks:
+        assert await s.nothing(0.7)
+    assert len(statements) == (1 if connections["default"].vendor == "postgresql" else 3)
+    after = [(await adb(row, device.pk)).connection_lease_expires_at for device, _ in made]
+    assert all(a > b for a, b in zip(after, before, strict=True))
+
+
+async def test_a_ping_does_not_hold_up_the_frames_behind_it(device_and_token, sockets, monkeypatch):
+    from tests.waiting import wait_until
+
+    monkeypatch.setattr(pings, "WINDOW_SECONDS", 5)  # the ping's answer comes 5 s later
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    before = (await adb(row, device.pk)).connection_lease_expires_at
+    await s.send({"type": "ping"})
+    await s.send({"type": "printers", "printers": [{"name": "behind-the-ping"}]})
+    await adb(
+        lambda: wait_until(
+            lambda: DevicePrinter.objects.filter(device_id=device.pk).exists(),
+            2,
+            message="printers",
+        )
+    )
+    assert (await adb(row, device.pk)).connection_lease_expires_at == before  # not yet renewed
+
+
+async def test_a_replaced_socket_among_pings_renewed_together_closes_4000_alone(
+    device_factory, sockets
+):
+    made = [await adb(device_factory) for _ in range(2)]
+    socks = [sockets(token) for _, token in made]
+    for (device, _), s in zip(made, socks, strict=True):
+        await s.hello_and_ready()
+        await wait_ready(device.pk)
+    (taken, _), (kept, _) = made
+    # Another node took the first device and its `replaced` message was lost.
+    await adb(connection.take, taken.pk, uuid.uuid4(), "node-elsewhere", 20)
+    before = (await adb(row, kept.pk)).connection_lease_expires_at
+    for s in socks:
+        await s.send({"type": "ping"})
+    assert await socks[0].receive_close() == 4000
+    assert await socks[1].nothing(0.3)
+    assert (await adb(row, kept.pk)).connection_lease_expires_at > before
+    assert (await adb(row, taken.pk)).connection_node == "node-elsewhere"
 
 
 def test_ping_statement_renews_and_reports_in_one_query(device_and_token):
@@ -198,6 +261,32 @@ def test_ping_statement_renews_and_reports_in_one_query(device_and_token):
     assert len(queries) == 1
     assert state.job_queued and state.command_pending and state.claimed_job_id is None
     assert (state.control_revision, state.settings_revision) == (1, 1)
+
+
+def test_ping_many_answers_each_connection_with_its_own_row(device_factory):
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    (busy, _), (idle, _), (gone, _) = device_factory(), device_factory(), device_factory()
+    cids = {d.pk: uuid.uuid4() for d in (busy, idle, gone)}
+    for d in (busy, idle, gone):
+        connection.take(d.pk, cids[d.pk], "node-a", 20)
+    connection.take(gone.pk, uuid.uuid4(), "node-b", 20)  # replaced
+    submit(busy)
+    old_lease = row(idle.pk).connection_lease_expires_at
+    pings = [
+        (busy.pk, cids[busy.pk], 20),
+        (gone.pk, cids[gone.pk], 20),
+        (idle.pk, cids[idle.pk], 60),
+    ]
+    with CaptureQueriesContext(db) as queries:
+        busy_state, gone_state, idle_state = connection.ping_many(pings)
+    assert len(queries) == (1 if db.vendor == "postgresql" else 3)
+    assert gone_state is None
+    assert busy_state.job_queued and busy_state.connection_live
+    assert not idle_state.job_queued and idle_state.connection_live
+    assert row(idle.pk).connection_lease_expires_at > old_lease
+    assert row(gone.pk).connection_node == "node-b"
 
 
 @pytest.mark.parametrize(
