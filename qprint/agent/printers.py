@@ -344,6 +344,10 @@ class Printers(Spooler):
         backend, inner = self._split(ref)
         return backend.follow(inner, timeout)
 
+    def settled(self, ref: str) -> Outcome | None:
+        backend, inner = self._split(ref)
+        return backend.settled(inner)
+
     def cancel(self, ref: str) -> bool:
         try:
             backend, inner = self._split(ref)

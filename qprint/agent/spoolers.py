@@ -82,6 +82,12 @@ class Spooler:
         """Wait until the spooler has finished ``ref``."""
         return Outcome("PRINTED")
 
+    def settled(self, ref: str) -> Outcome | None:
+        """How ``ref`` ended when the submission itself finished it (a file written, bytes
+        handed to a raw printer: :meth:`follow` would answer at once), else None: the spooler
+        holds the job and :meth:`follow` waits for it."""
+        return Outcome("PRINTED") if type(self).follow is Spooler.follow else None
+
     def cancel(self, ref: str) -> bool:
         """Stop ``ref`` if it has not been printed yet; True when it was stopped."""
         return False

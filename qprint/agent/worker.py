@@ -404,6 +404,14 @@ class JobRunner:
             expect=frozenset({j.SUBMITTING}),
         )
         logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
+        settled = self.spooler.settled(ref)
+        if settled is not None:
+            # Submitting finished it: SPOOLED and how it ended go out together (the caller's
+            # flush), and the server records them in one transaction.
+            await self._finish(
+                a.job_id, settled.status, settled.message, None, expect=frozenset({j.SPOOLED})
+            )
+            return
         # On the socket SPOOLED goes out now and its answer is taken with PRINTED's; over HTTP
         # it is sent (and answered) before the job is followed, as before.
         if self.reporter.pipelined:

@@ -1,15 +1,21 @@
 """The agent's operations over the socket: used when hello offers them, HTTP otherwise; answers
 read as the HTTP responses they stand for; a closed socket fails the request like a network
-error (the caller retries)."""
+error (the caller retries); a job its submission finished reports SPOOLED and PRINTED together."""
 
 import asyncio
+import base64
+import hashlib
 import json
+import uuid
 
 import httpx
 import pytest
 
 from qprint.agent import protocol as p
+from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi, OperationUnavailable, SocketOperations
+from qprint.agent.spoolers import NullSpooler, Outcome
+from qprint.agent.worker import DONE, Assignment, JobRunner, Reporter
 
 ENDPOINTS = p.Endpoints.from_url("http://node.test/qprint/")
 
@@ -98,3 +104,51 @@ async def test_a_closed_socket_fails_the_request_in_flight_like_a_network_error(
     with pytest.raises(OperationUnavailable):
         await pending
     assert issubclass(OperationUnavailable, httpx.TransportError)  # retried like one
+
+
+class SlowSpooler(NullSpooler):
+    """Holds the job until :meth:`follow` says how it ended (as CUPS does)."""
+
+    def follow(self, ref, timeout):
+        return Outcome("PRINTED")
+
+
+@pytest.mark.parametrize(
+    ("spooler", "together"),
+    [(NullSpooler(), True), (SlowSpooler(), False)],
+    ids=["settled", "held"],
+)
+async def test_spooled_and_printed_go_out_together_when_submitting_finished_the_job(
+    tmp_path, spooler, together
+):
+    log: list[tuple[str, str]] = []
+    ops = SocketOperations()
+
+    def answer(frame):
+        log.append(("sent", frame["event_type"]))
+        reply = {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
+                 "event": {"event_id": frame["event_id"]}}  # fmt: skip
+        asyncio.get_running_loop().call_soon(log.append, ("answered", frame["event_type"]))
+        return reply
+
+    sock = Socket(answer)
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim", "event"}))
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    http = http_client([])
+    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
+    runner = JobRunner("dev", journal, http, reporter, spooler, follow_timeout=5)
+    data = b"%PDF-1.4 together"
+    body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(), "content_type": "application/pdf",
+            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
+    try:
+        assert await runner.handle(ENDPOINTS, Assignment.from_body(body)) == DONE
+    finally:
+        await journal.close()
+    sent = [kind for what, kind in log if what == "sent"]
+    assert sent == ["RECEIVED", "SPOOLED", "PRINTED"]
+    # Together: PRINTED is on the wire before SPOOLED's answer, as one flush sends both (the
+    # server records them in one transaction). Held: SPOOLED went out before the job was followed.
+    printed_sent = log.index(("sent", "PRINTED"))
+    assert (printed_sent < log.index(("answered", "SPOOLED"))) is together

@@ -94,6 +94,29 @@ def test_backends_by_scheme_and_the_default_port(tmp_path):
     assert printers.default == "labels"
 
 
+def test_a_job_is_settled_at_submission_by_a_file_or_a_raw_printer_and_followed_in_a_spooler(
+    tmp_path,
+):
+    printers = make_printers(
+        [
+            parse_printer_argument("office=cups:Office"),
+            parse_printer_argument("labels=socket://10.0.0.9"),
+            parse_printer_argument("lobby=ipp://10.0.0.7/ipp/print"),
+            parse_printer_argument(f"archive=dir:{tmp_path}"),
+            parse_printer_argument("void=null:"),
+        ],
+        "labels",
+    )
+    settled = {name: printers.settled(f"{name}|ref-1") for name in printers.backends}
+    assert {name: s and s.status for name, s in settled.items()} == {
+        "office": None,  # CUPS holds the job: followed until it ends
+        "labels": "PRINTED",
+        "lobby": None,  # the IPP printer holds the job: followed
+        "archive": "PRINTED",
+        "void": "PRINTED",
+    }
+
+
 def test_a_jobs_printer_picks_the_printer_and_none_picks_the_default(tmp_path):
     a, b = DirectorySpooler(tmp_path / "a"), DirectorySpooler(tmp_path / "b")
     printers = Printers({"a": a, "b": b}, default="b")
