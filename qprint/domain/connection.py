@@ -97,6 +97,9 @@ class DeviceState:
     command_pending: bool
     claimed_job_id: str | None
     job_queued: bool
+    #: A command is PENDING or was DELIVERED to an earlier connection: what the first ``state``
+    #: of a connection hands out again. Read by :func:`mark_ready` only (False elsewhere).
+    command_open: bool = False
 
 
 def _state_columns() -> str:
@@ -127,6 +130,7 @@ def _state(row: tuple) -> DeviceState:
         command_pending=bool(row[9]),
         claimed_job_id=str(uuid.UUID(str(row[10]))) if row[10] is not None else None,
         job_queued=bool(row[11]),
+        command_open=len(row) > 12 and bool(row[12]),
     )
 
 
@@ -301,7 +305,8 @@ def mark_ready(
     settings_applied_revision: int,
     heartbeat_seconds: float,
 ) -> DeviceState:
-    """Record what the device applied, mark the connection ready and renew its lease.
+    """Record what the device applied, mark the connection ready and renew its lease; the state
+    says too whether a command is open (``command_open``), which a first ``state`` hands out.
 
     The caller has checked that the revisions are not above those it sent (4400 otherwise).
     """
@@ -315,7 +320,7 @@ def mark_ready(
                 control_applied_revision = %s, settings_applied_revision = %s,
                 connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
             WHERE id = %s AND connection_id = %s
-            RETURNING {_state_columns()}
+            RETURNING {_state_columns()}, {raw.open_command_exists(t["device"])} AS command_open
             """,
         [
             control_applied_revision,

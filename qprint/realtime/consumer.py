@@ -371,6 +371,10 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             self._arm_timer(answer)
 
     async def _reconcile(self) -> bool | None:
+        if not self.session.ready:
+            # The device has not reported its `state` yet; the statement that records it reads
+            # the row after this moment and plans from it: control, settings, commands, a wake.
+            return None
         self._row_read_at = time.monotonic()
         try:
             plan, pushed = await socket_db.run(self._read_then_push)

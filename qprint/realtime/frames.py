@@ -39,6 +39,8 @@ class StateRow(gate.GateInputs, Protocol):
     command_pending: bool
     claimed_job_id: str | None
     job_queued: bool
+    #: A command PENDING or DELIVERED before (read with a ``state`` frame only).
+    command_open: bool
 
 
 # -- typed events: what a frame from the device means (:meth:`DeviceSession.receive`) -----------

@@ -232,7 +232,8 @@ class DeviceSession(SessionOperations):
         plan.read_settings = state.settings_revision > self.sent_settings_revision
         if not self.ready:
             return plan
-        plan.deliver_commands = state.command_pending or redeliver_commands
+        # A first state hands out again what an earlier connection may have lost, if anything.
+        plan.deliver_commands = state.command_pending or (redeliver_commands and state.command_open)
         plan.redeliver_commands = redeliver_commands
         if not gate.is_open(state):
             return plan

@@ -415,6 +415,28 @@ async def test_job_queued_before_connect_wakes_on_ready(device_and_token, socket
     assert await s.receive() == {"type": "wake"}
 
 
+async def test_a_socket_not_ready_reads_nothing_on_a_wakeup_and_its_state_frame_finds_the_job(
+    device_and_token, sockets, monkeypatch
+):
+    device, token = device_and_token
+    s = sockets(token)
+    connected, _ = await s.connect()
+    assert connected
+    hello = await s.receive()
+    statements = observe_statements(monkeypatch)
+    await adb(submit, device)  # its wakeup reaches a socket that has not reported its state
+    assert await s.nothing(0.3)
+    assert not [q for q in statements if "qprint_device" in q], statements
+    await s.send(
+        {
+            "type": "state",
+            "control_revision": hello["control"]["revision"],
+            "settings_revision": hello["settings"]["revision"],
+        }
+    )
+    assert (await s.receive())["type"] == "wake"
+
+
 async def test_lost_wakeup_is_found_by_next_ping(device_and_token, sockets, monkeypatch):
     # No bus: its reconcile after subscribing would find the job before the ping does.
     monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
@@ -480,6 +502,38 @@ async def test_settings_change_sends_settings_frame(device_and_token, sockets):
     await wait_ready(device.pk)
     await adb(api.update_settings, device.pk, {"dpi": 300})
     assert await s.receive() == {"type": "settings", "revision": 2, "values": {"dpi": 300}}
+
+
+async def test_a_new_connection_gets_the_commands_an_earlier_one_was_given_again(
+    device_and_token, sockets
+):
+    device, token = device_and_token
+    first = sockets(token)
+    await first.hello_and_ready()
+    await wait_ready(device.pk)
+    command = await adb(api.send_command, device.pk, "REFRESH", {})
+    assert (await first.receive())["command_id"] == str(command.pk)
+    await first.close()  # lost before its result
+    second = sockets(token)
+    await second.hello_and_ready()
+    frame = await second.receive()
+    assert (frame["type"], frame["command_id"]) == ("command", str(command.pk))
+
+
+async def test_a_connection_without_open_commands_hands_out_none_without_a_statement(
+    device_and_token, sockets, monkeypatch
+):
+    # No bus: its reconcile after subscribing would be a statement of its own.
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    device, token = device_and_token
+    done = await adb(api.send_command, device.pk, "REFRESH", {})
+    await adb(lambda: DeviceCommand.objects.filter(pk=done.pk).update(status=CommandStatus.DONE))
+    statements = observe_statements(monkeypatch)
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_idle(s, device.pk)
+    assert not [q for q in statements if "qprint_device_command" in q.split("RETURNING")[0]]
+    assert await s.nothing(0.3)
 
 
 async def test_command_is_sent_and_marked_delivered(device_and_token, sockets):

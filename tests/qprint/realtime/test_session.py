@@ -105,11 +105,19 @@ def test_applied_revisions_must_be_ones_the_server_sent(frame):
 def test_first_state_makes_ready_redelivers_commands_and_wakes_for_a_waiting_job():
     s = session()
     s.hello(taken(), now=0.0)
-    plan = s.marked_ready(state())
+    plan = s.marked_ready(state(command_open=True))
     assert s.ready
     assert (plan.deliver_commands, plan.redeliver_commands) == (True, True)
     assert plan.then == [{"type": "wake"}]
     assert plan.close is None
+
+
+def test_first_state_with_no_open_command_hands_out_none():
+    s = session()
+    s.hello(taken(), now=0.0)
+    plan = s.marked_ready(state(command_open=False))
+    assert s.ready and not plan.deliver_commands
+    assert plan.then == [{"type": "wake"}]
 
 
 def test_an_idle_ping_tells_nothing():
