@@ -76,7 +76,8 @@ class PrivatePostgres:
         options = (
             f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories="
             f"{self.dir} -c max_connections=200 -c shared_preload_libraries=pg_stat_statements "
-            "-c pg_stat_statements.track=all -c pg_stat_statements.max=2000"
+            "-c pg_stat_statements.track=all -c pg_stat_statements.max=2000 "
+            "-c pg_stat_statements.track_planning=on"
         )
         subprocess.run(
             [BIN / "pg_ctl", "-D", self.data, "-l", self.dir / "log", "-o", options, "-w",
@@ -121,20 +122,22 @@ class PrivatePostgres:
 
     def statements(self, database: str, jobs: int, top: int = 15) -> list[dict]:
         """The statements on ``database`` since the last reset, most total time first: calls,
-        total and mean time per call, per job, and the write-ahead log they wrote per job (records
-        and bytes: what a job's writes cost PostgreSQL, whatever else the machine does)."""
+        total and mean time per call (execution), per job, how often each was planned and the
+        time planning took per job (a statement PostgreSQL plans at every call costs that on top
+        of its execution), and the write-ahead log they wrote per job (records and bytes: what a
+        job's writes cost PostgreSQL, whatever else the machine does)."""
         rows = self.sql(
             f"""
             SELECT s.query, s.calls, s.total_exec_time, s.mean_exec_time, s.rows,
-                   s.wal_records, s.wal_bytes
+                   s.wal_records, s.wal_bytes, s.plans, s.total_plan_time
             FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
             WHERE d.datname = '{database}'
-            ORDER BY s.total_exec_time DESC
+            ORDER BY s.total_exec_time + s.total_plan_time DESC
             """,
             database="postgres",
         )
         out = []
-        for query, calls, total, mean, nrows, wal_records, wal_bytes in rows[:top]:
+        for query, calls, total, mean, nrows, wal_records, wal_bytes, plans, plan in rows[:top]:
             out.append(
                 {
                     "statement": " ".join(query.split())[:160],
@@ -144,6 +147,8 @@ class PrivatePostgres:
                     "rows_per_call": round(nrows / calls, 2) if calls else 0,
                     "wal_records_per_job": round(wal_records / jobs, 2),
                     "wal_bytes_per_job": round(int(wal_bytes) / jobs),
+                    "plans_per_job": round(plans / jobs, 2),
+                    "plan_ms_per_job": round(plan / jobs, 3),
                 }
             )
         total_calls = sum(r[1] for r in rows)
@@ -157,6 +162,8 @@ class PrivatePostgres:
                 "rows_per_call": None,
                 "wal_records_per_job": round(sum(r[5] for r in rows) / jobs, 2),
                 "wal_bytes_per_job": round(sum(int(r[6]) for r in rows) / jobs),
+                "plans_per_job": round(sum(r[7] for r in rows) / jobs, 2),
+                "plan_ms_per_job": round(sum(r[8] for r in rows) / jobs, 3),
             }
         )
         return out

@@ -260,7 +260,8 @@ def figures_table() -> str:
 
 def statements_table(top: int = 8) -> str:
     """The statements of a job's path (the flood, ``pg_stat_statements`` on the benchmark's own
-    PostgreSQL): calls, total and mean time per statement per job."""
+    PostgreSQL): calls, total and mean time of execution per statement per job, and how often
+    it was planned and for how long per job."""
     now = load("end_to_end")
     rows = []
     for label, title in (("pushed", "pushed assignments"), ("push_http", "HTTP agents")):
@@ -269,8 +270,8 @@ def statements_table(top: int = 8) -> str:
             continue
         rows += [f"**{title}** (flood):", "",
                  "| statement | calls per job | ms per job | mean ms | rows per call "
-                 "| WAL records / bytes per job |",
-                 "|---|---|---|---|---|---|"]  # fmt: skip
+                 "| plans / planning ms per job | WAL records / bytes per job |",
+                 "|---|---|---|---|---|---|---|"]  # fmt: skip
         for item in [*listed[:top], listed[-1]]:
             text = item["statement"].replace("|", "\\|")
             if len(text) > 90:  # cut between words: no half identifier reads as a name
@@ -278,6 +279,7 @@ def statements_table(top: int = 8) -> str:
             rows.append(
                 f"| `{text}` | {item['calls_per_job']} | {item['ms_per_job']} | "
                 f"{item['mean_ms']} | {fmt(item['rows_per_call'])} | "
+                f"{fmt(item.get('plans_per_job'))} / {fmt(item.get('plan_ms_per_job'))} | "
                 f"{fmt(item.get('wal_records_per_job'))} / {fmt(item.get('wal_bytes_per_job'))} |"
             )
         rows.append("")
