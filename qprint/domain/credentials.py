@@ -260,7 +260,8 @@ def presented_key_columns(digest: Any) -> dict[str, Any]:
     ``digest`` (a :class:`~qprint.core.prepared.Param`) itself: its tenant (``key_tenant``),
     id, name and hash, and whether its ``last_used_at`` is stale; NULL when no live key has that
     hash (:class:`PresentedKey`)."""
-    live = ApplicationKey.objects.filter(key_hash=digest, revoked=False)
+    # One row at most (``key_hash`` is unique): no ordering to sort it by.
+    live = ApplicationKey.objects.filter(key_hash=digest, revoked=False).order_by()
     return {
         "key_tenant": Subquery(live.values("tenant")[:1]),
         "key_id": Subquery(live.values("pk")[:1]),

@@ -45,7 +45,8 @@ def reported_printer(device_ref: Any, printer: Any | None) -> tuple[Subquery, Su
     """The name and capabilities the agent reported for ``printer`` (``None``: its default) of the
     device ``device_ref`` (an ``OuterRef``), as subqueries to annotate the submission's own read
     of the device with."""
-    printers = DevicePrinter.objects.filter(device=device_ref)
+    # By name, not by the model's ordering (device, name), which joins the device to sort by it.
+    printers = DevicePrinter.objects.filter(device=device_ref).order_by("name")
     printers = (
         printers.filter(name=printer) if printer is not None else printers.filter(is_default=True)
     )

@@ -9,6 +9,7 @@ exceptions with the error codes of docs/API.md.
 """
 
 import contextlib
+import functools
 import logging
 import uuid
 from datetime import timedelta
@@ -178,21 +179,31 @@ def submit_job(
     return job, True
 
 
-def _build_submission_target(with_printer: bool, by_key: bool = False):
+def _build_submission_target(with_printer: bool, with_key: bool, by_key: bool = False):
     """The device named ``name`` in ``tenant`` with what the submission needs of it; ``by_key``:
     in the tenant of the live application key hashed ``digest``, with that key's columns
-    (:func:`qprint.domain.credentials.presented_key_columns`)."""
+    (:func:`qprint.domain.credentials.presented_key_columns`); ``with_key``: and the job already
+    made under the idempotency key ``key`` (a submission without one reads no job)."""
     key = credentials.presented_key_columns(Param("digest", CharField())) if by_key else {}
     tenant = OuterRef("tenant") if by_key else Param("tenant", CharField())
-    made = PrintJob.objects.filter(tenant=tenant, idempotency_key=Param("key", CharField()))
     printer = Param("printer", CharField()) if with_printer else None
     printer_name, capabilities = formats.reported_printer(OuterRef("pk"), printer)
+    replay = {}
+    if with_key:
+        # One row at most (qprint_job_idempotency_uniq), read through that index: no ordering
+        # that another index could serve by reading the tenant's jobs one after the other.
+        made = PrintJob.objects.filter(
+            tenant=tenant, idempotency_key=Param("key", CharField())
+        ).order_by()
+        replay = {
+            "idempotent_job": Subquery(made.values("pk")[:1]),
+            "idempotent_fingerprint": Subquery(made.values("idempotency_fingerprint")[:1]),
+        }
     return Device.objects.filter(
         tenant=key["key_tenant"] if by_key else Param("tenant", CharField()),
         name=Param("name", CharField()),
     ).annotate(
-        idempotent_job=Subquery(made.values("pk")[:1]),
-        idempotent_fingerprint=Subquery(made.values("idempotency_fingerprint")[:1]),
+        **replay,
         printer_name=printer_name,
         printer_capabilities=capabilities,
         announced=outbox.tenant_subscribed(tenant),
@@ -200,13 +211,18 @@ def _build_submission_target(with_printer: bool, by_key: bool = False):
     )[:1]
 
 
+#: By (a printer named, an idempotency key given), as the tenant or the application key names it.
 _SUBMISSION_TARGET = {
-    True: PreparedQuery(lambda: _build_submission_target(with_printer=True)),
-    False: PreparedQuery(lambda: _build_submission_target(with_printer=False)),
+    (printer, key): PreparedQuery(functools.partial(_build_submission_target, printer, key))
+    for printer in (True, False)
+    for key in (True, False)
 }
 _SUBMISSION_TARGET_BY_KEY = {
-    True: PreparedQuery(lambda: _build_submission_target(with_printer=True, by_key=True)),
-    False: PreparedQuery(lambda: _build_submission_target(with_printer=False, by_key=True)),
+    (printer, key): PreparedQuery(
+        functools.partial(_build_submission_target, printer, key, by_key=True)
+    )
+    for printer in (True, False)
+    for key in (True, False)
 }
 
 
@@ -217,10 +233,9 @@ def _submission_target(
     under ``idempotency_key`` (``idempotent_job``, ``idempotent_fingerprint``) and what the agent
     reported of ``printer`` (``printer_name``, ``printer_capabilities``; its default printer when
     ``printer`` is None)."""
-    values = {"tenant": tenant, "name": name, "key": idempotency_key}
-    if printer is not None:
-        values["printer"] = printer
-    device = _SUBMISSION_TARGET[printer is not None].first(**values)
+    values = {"tenant": tenant, "name": name, "key": idempotency_key, "printer": printer}
+    query = _SUBMISSION_TARGET[printer is not None, idempotency_key is not None]
+    device = query.first(**values)
     if device is None:
         raise NotFound("unknown_device", f"No device named {name!r}.")
     if idempotency_key is None:
@@ -234,10 +249,14 @@ def _presented_target(
     """The tenant, the device and ``submitted_by`` of a submission whose application key is
     matched in the device's own statement; a statement that matched nothing takes the one way in
     for the key (401, 429), then looks the device up in its tenant (404)."""
-    values = {"digest": presented.key_hash, "name": name, "key": idempotency_key}
-    if printer is not None:
-        values["printer"] = printer
-    target = _SUBMISSION_TARGET_BY_KEY[printer is not None].first(**values)
+    values = {
+        "digest": presented.key_hash,
+        "name": name,
+        "key": idempotency_key,
+        "printer": printer,
+    }
+    query = _SUBMISSION_TARGET_BY_KEY[printer is not None, idempotency_key is not None]
+    target = query.first(**values)
     if target is None:
         key = presented.authenticate()
         target = _submission_target(key.tenant, name, idempotency_key, printer)

@@ -4,6 +4,8 @@ one statement with no transaction of its own, its replay a transaction. Over HTT
 BEGIN, those two statements and COMMIT, an event one statement: the device's token is matched in
 the lock, with no lookup of its own."""
 
+import re
+
 import pytest
 from django.db import IntegrityError, connection
 from django.test.utils import CaptureQueriesContext
@@ -428,6 +430,20 @@ def test_a_refusal_in_a_batch_stops_nothing_else():
 @pytest.fixture
 def woken():
     yield from recording_wakeups()
+
+
+def test_a_submissions_read_of_its_device_reads_jobs_only_for_an_idempotency_key():
+    """The device's statement looks for the job made under a key only when the submission has
+    one, and then by the key's unique index: no ordering for an index of the tenant's jobs to
+    serve, which a generic plan made on a small table once did by reading every one of them."""
+    device = make_device().device
+    _, sent = statements(lambda: api.submit_job(device.tenant, device.name, PDF, "text/plain"))
+    assert "qprint_job" not in sent[0], sent[0]
+    _, sent = statements(
+        lambda: api.submit_job(device.tenant, device.name, PDF, "text/plain", idempotency_key="k")
+    )
+    lookups = re.findall(r'FROM "qprint_job" U0 (.*?) AS "idempotent', sent[0])
+    assert len(lookups) == 2 and not any("ORDER BY" in sql for sql in lookups), sent[0]
 
 
 def test_a_submission_alone_is_its_one_statement_without_begin_and_commit(woken):
