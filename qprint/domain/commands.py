@@ -102,8 +102,8 @@ def deliver(device_id: int, connection_id: uuid.UUID, *, redeliver: bool = False
     Returns them oldest first; an empty list when the connection no longer holds the row.
     """
     t = raw.tables()
-    pending = raw.pending_command(t["command"])
-    deliverable = f"({pending} OR status = 'DELIVERED')" if redeliver else pending
+    command = t["command"]
+    deliverable = raw.open_command(command) if redeliver else raw.pending_command(command)
     with db.cursor() as cursor:
         cursor.execute(
             f"""

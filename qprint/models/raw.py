@@ -64,9 +64,13 @@ def pending_command_exists(device: str) -> str:
                 WHERE c.device_id = {device}.id AND {pending_command("c")})"""
 
 
+def open_command(command: str) -> str:
+    """A command of the table named ``command`` that a new connection hands out (again): PENDING,
+    or DELIVERED to an earlier connection and not finished."""
+    return f"({pending_command(command)} OR {command}.status = 'DELIVERED')"
+
+
 def open_command_exists(device: str) -> str:
-    """A command of the device ``device`` that a new connection hands out (again): PENDING, or
-    DELIVERED to an earlier connection and not finished; as an EXISTS."""
+    """:func:`open_command` of the device ``device``, as an EXISTS."""
     return f"""EXISTS (SELECT 1 FROM {tables()["command"]} c
-                WHERE c.device_id = {device}.id
-                  AND ({pending_command("c")} OR c.status = 'DELIVERED'))"""
+                WHERE c.device_id = {device}.id AND {open_command("c")})"""
