@@ -74,17 +74,15 @@ def test_printer_argument_is_name_equals_uri():
         parse_printer_argument("socket://10.0.0.9")
 
 
+def one_of_each_scheme(tmp_path):
+    """A printer of each scheme the agent knows, ``labels`` (the raw one) the default."""
+    schemes = ["office=cups:Office", "labels=socket://10.0.0.9", "lobby=ipp://10.0.0.7/ipp/print",
+               f"archive=dir:{tmp_path}", "void=null:"]  # fmt: skip
+    return make_printers([parse_printer_argument(a) for a in schemes], "labels")
+
+
 def test_backends_by_scheme_and_the_default_port(tmp_path):
-    printers = make_printers(
-        [
-            parse_printer_argument("office=cups:Office"),
-            parse_printer_argument("labels=socket://10.0.0.9"),
-            parse_printer_argument("lobby=ipp://10.0.0.7/ipp/print"),
-            parse_printer_argument(f"archive=dir:{tmp_path}"),
-            parse_printer_argument("void=null:"),
-        ],
-        "labels",
-    )
+    printers = one_of_each_scheme(tmp_path)
     b = printers.backends
     assert isinstance(b["office"], CupsSpooler) and b["office"].queue == "Office"
     assert isinstance(b["labels"], SocketPrinter) and b["labels"].port == 9100
@@ -97,16 +95,7 @@ def test_backends_by_scheme_and_the_default_port(tmp_path):
 def test_a_job_is_settled_at_submission_by_a_file_or_a_raw_printer_and_followed_in_a_spooler(
     tmp_path,
 ):
-    printers = make_printers(
-        [
-            parse_printer_argument("office=cups:Office"),
-            parse_printer_argument("labels=socket://10.0.0.9"),
-            parse_printer_argument("lobby=ipp://10.0.0.7/ipp/print"),
-            parse_printer_argument(f"archive=dir:{tmp_path}"),
-            parse_printer_argument("void=null:"),
-        ],
-        "labels",
-    )
+    printers = one_of_each_scheme(tmp_path)
     settled = {name: printers.settled(f"{name}|ref-1") for name in printers.backends}
     assert {name: s and s.status for name, s in settled.items()} == {
         "office": None,  # CUPS holds the job: followed until it ends
