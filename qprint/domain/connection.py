@@ -116,7 +116,9 @@ def _state_columns() -> str:
     """
 
 
-def _state(row: tuple) -> DeviceState:
+def _state(row: tuple, *, command_open: bool = False) -> DeviceState:
+    """The state of :func:`_state_columns`' twelve columns (``row`` may hold more after them);
+    ``command_open`` from the statement that reads it (:func:`mark_ready`)."""
     return DeviceState(
         enabled=bool(row[0]),
         connection_live=bool(row[1]),
@@ -130,7 +132,7 @@ def _state(row: tuple) -> DeviceState:
         command_pending=bool(row[9]),
         claimed_job_id=str(uuid.UUID(str(row[10]))) if row[10] is not None else None,
         job_queued=bool(row[11]),
-        command_open=len(row) > 12 and bool(row[12]),
+        command_open=command_open,
     )
 
 
@@ -330,7 +332,7 @@ def mark_ready(
             sql.uuid_param(connection_id),
         ],
     )
-    return _state(row)
+    return _state(row, command_open=bool(row[12]))
 
 
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:
