@@ -211,16 +211,12 @@ def _build_submission_target(with_printer: bool, with_key: bool, by_key: bool = 
     )[:1]
 
 
-#: By (a printer named, an idempotency key given), as the tenant or the application key names it.
+#: By (the tenant named by an application key, a printer named, an idempotency key given).
 _SUBMISSION_TARGET = {
-    (printer, key): PreparedQuery(functools.partial(_build_submission_target, printer, key))
-    for printer in (True, False)
-    for key in (True, False)
-}
-_SUBMISSION_TARGET_BY_KEY = {
-    (printer, key): PreparedQuery(
-        functools.partial(_build_submission_target, printer, key, by_key=True)
+    (by_key, printer, key): PreparedQuery(
+        functools.partial(_build_submission_target, printer, key, by_key=by_key)
     )
+    for by_key in (True, False)
     for printer in (True, False)
     for key in (True, False)
 }
@@ -234,7 +230,7 @@ def _submission_target(
     reported of ``printer`` (``printer_name``, ``printer_capabilities``; its default printer when
     ``printer`` is None)."""
     values = {"tenant": tenant, "name": name, "key": idempotency_key, "printer": printer}
-    query = _SUBMISSION_TARGET[printer is not None, idempotency_key is not None]
+    query = _SUBMISSION_TARGET[False, printer is not None, idempotency_key is not None]
     device = query.first(**values)
     if device is None:
         raise NotFound("unknown_device", f"No device named {name!r}.")
@@ -255,7 +251,7 @@ def _presented_target(
         "key": idempotency_key,
         "printer": printer,
     }
-    query = _SUBMISSION_TARGET_BY_KEY[printer is not None, idempotency_key is not None]
+    query = _SUBMISSION_TARGET[True, printer is not None, idempotency_key is not None]
     target = query.first(**values)
     if target is None:
         key = presented.authenticate()
