@@ -37,6 +37,7 @@ This module is the one writer of ``qprint_job_event`` (``tests/qprint/test_owner
 another module writes it).
 """
 
+import copy
 import functools
 import json
 import logging
@@ -121,9 +122,9 @@ def record_device_event(
         return _presented_event(device, job_id, payload, pushes_next)
     device_id = device.pk if isinstance(device, Device) else int(device)
     job_uuid, event = _parsed(job_id, payload, device_id=device_id, token_hash=token_hash)
-    outcome = _device_event_at_once(device_id, job_uuid, event, token_hash, pushes_next)
-    if outcome is not None:
-        return outcome
+    outcomes = _device_event_at_once(device_id, job_uuid, [(event, pushes_next)], token_hash)
+    if outcomes is not None:
+        return outcomes[0]
     with transaction.atomic():
         return _device_event(device_id, job_uuid, event, token_hash, pushes_next)
 
@@ -143,31 +144,123 @@ def record_socket_events(
 ) -> list[EventOutcome | QPrintError | DatabaseError]:
     """Consecutive events of one device socket, sent without waiting for the answers
     (docs/PROTOCOL.md, "Operations over the socket"), recorded in one transaction: one commit
-    instead of one per event, each event one statement there when it can be (:func:`_at_once`).
-    Each is answered as :func:`record_device_event` answers it alone (its outcome, or the refusal
-    it raises, in order). A refusal writes nothing and does not stop the others. A database error
-    rolls the whole transaction back; every event is then recorded on its own transaction, as if
-    they had come one at a time, so none is lost or recorded twice (an error then is that event's
+    instead of one per event, and one statement for each run of events of one job that follow
+    each other (:func:`_run_of`: a job's SPOOLED and how it ended, say), or for each event alone,
+    when it can be (:func:`_at_once`). When the whole batch is one such run, its statement
+    commits by itself, with no transaction around it. Each event is answered as
+    :func:`record_device_event` answers it alone (its outcome, or the refusal it raises, in
+    order). A refusal writes nothing and does not stop the others. A database error rolls the
+    whole transaction back; every event is then recorded on its own transaction, as if they had
+    come one at a time, so none is lost or recorded twice (an error then is that event's
     outcome: the socket answers it 503, the device sends it again). On SQLite (no batches: its
     event path uses savepoints) each runs alone."""
     if connection.vendor != "postgresql" or len(reports) == 1:
         return [_alone(device_id, report, token_hash) for report in reports]
+    parsed = [_parsed_report(device_id, report, token_hash) for report in reports]
+    one_run = _run_of(reports, parsed, 0) == len(reports)
+    if one_run:
+        job_uuid, run = _run_at(reports, parsed, 0, len(reports))
+        try:
+            outcomes = _device_event_at_once(device_id, job_uuid, run, token_hash)
+        except DatabaseError:  # an event's id taken meanwhile: nothing written; one by one
+            outcomes = None
+        if outcomes is not None:
+            return outcomes
     try:
         with transaction.atomic():
-            outcomes: list[EventOutcome | QPrintError | DatabaseError] = []
-            for report in reports:
-                try:
-                    job_uuid, event = _parsed(
-                        report.job_id, report.payload, device_id=device_id, token_hash=token_hash
-                    )
-                    args = (device_id, job_uuid, event, token_hash, report.pushes_next)
-                    outcomes.append(_device_event_at_once(*args) or _device_event(*args))
-                except QPrintError as exc:  # raised before the event wrote anything
-                    outcomes.append(exc)
-            return outcomes
+            # A run that wrote nothing by itself writes nothing here either: event by event.
+            return _recorded_in_order(device_id, reports, parsed, token_hash, runs=not one_run)
     except DatabaseError:
         logger.debug("socket_events_one_by_one device=%s events=%s", device_id, len(reports))
     return [_alone(device_id, report, token_hash) for report in reports]
+
+
+def _parsed_report(
+    device_id: int, report: SocketReport, token_hash: str
+) -> tuple[uuid.UUID, DeviceEvent] | QPrintError:
+    """The job's id and the event of ``report``, or the refusal its parsing raised."""
+    try:
+        return _parsed(report.job_id, report.payload, device_id=device_id, token_hash=token_hash)
+    except QPrintError as exc:
+        return exc
+
+
+def _run_of(
+    reports: list[SocketReport], parsed: list[tuple[uuid.UUID, DeviceEvent] | QPrintError], at: int
+) -> int:
+    """How many events from ``at`` on make one run, recorded in one statement: events of one
+    job under one claim with ids of their own, each moving the job forward from the one before
+    (never PROGRESS, never the same step twice), only the last one asking whether to push next.
+    0 when the event at ``at`` did not parse; 1 when it runs alone."""
+    first = parsed[at]
+    if isinstance(first, QPrintError):
+        return 0
+    job_uuid, event = first
+    ids = {event.event_id}
+    end = at + 1
+    while end < len(parsed) and not reports[end - 1].pushes_next:
+        following = parsed[end]
+        if isinstance(following, QPrintError):
+            break
+        same_job, after = following
+        if (
+            same_job != job_uuid
+            or after.claim_id != event.claim_id
+            or after.event_id in ids
+            or PROGRESS in (event.type, after.type)
+            or not can_move(event.type, after.type)
+        ):
+            break
+        ids.add(after.event_id)
+        event = after
+        end += 1
+    return end - at
+
+
+def _run_at(
+    reports: list[SocketReport], parsed: list[Any], at: int, length: int
+) -> tuple[uuid.UUID, list[tuple[DeviceEvent, bool]]]:
+    """The job and the events (each with its ``pushes_next``) of the run of ``length`` at ``at``."""
+    return parsed[at][0], [(parsed[n][1], reports[n].pushes_next) for n in range(at, at + length)]
+
+
+def _recorded_in_order(
+    device_id: int,
+    reports: list[SocketReport],
+    parsed: list[tuple[uuid.UUID, DeviceEvent] | QPrintError],
+    token_hash: str,
+    *,
+    runs: bool = True,
+) -> list[EventOutcome | QPrintError]:
+    """The outcomes of ``reports`` in order, inside the caller's transaction: each run
+    (:func:`_run_of`) in one statement when it can be (``runs``), else each of its events in
+    turn."""
+    outcomes: list[EventOutcome | QPrintError] = []
+    at = 0
+    while at < len(reports):
+        length = _run_of(reports, parsed, at)
+        if length == 0:
+            outcomes.append(parsed[at])  # refused before anything was written
+            at += 1
+            continue
+        job_uuid, run = _run_at(reports, parsed, at, length)
+        done = None
+        if runs and length > 1:
+            done = _device_event_at_once(device_id, job_uuid, run, token_hash)
+        if done is None:
+            done = []
+            for event, pushes_next in run:
+                args = (device_id, job_uuid, event, token_hash, pushes_next)
+                try:
+                    alone = _device_event_at_once(
+                        device_id, job_uuid, [(event, pushes_next)], token_hash
+                    )
+                    done.append(alone[0] if alone is not None else _device_event(*args))
+                except QPrintError as exc:
+                    done.append(exc)
+        outcomes.extend(done)
+        at += length
+    return outcomes
 
 
 def _alone(
@@ -221,9 +314,9 @@ def _presented_event(
         "event_id": event.event_id,
     }
     token = presented.token_hash
-    outcome = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, event, pushes_next)
-    if outcome is not None:
-        return outcome
+    outcomes = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, [(event, pushes_next)])
+    if outcomes is not None:
+        return outcomes[0]
     with transaction.atomic():
         job = _LOCK_JOB_BY_TOKEN.first(
             job=job_uuid,
@@ -244,14 +337,14 @@ def _presented_event(
 def _device_event_at_once(
     device_id: int,
     job_uuid: uuid.UUID,
-    event: DeviceEvent,
+    run: list[tuple[DeviceEvent, bool]],
     token_hash: str | None,
-    pushes_next: bool,
-) -> EventOutcome | None:
-    """The event of device ``device_id`` in one statement (:func:`_at_once`), or None: then
-    :func:`_device_event`, in a transaction, answers it."""
-    lock = {"job": job_uuid, "device": device_id, "event_id": event.event_id}
-    return _at_once(_GATE, lock, device_id, token_hash, job_uuid, event, pushes_next)
+) -> list[EventOutcome] | None:
+    """The events of device ``device_id`` in ``run`` (one, or several of one job following each
+    other, each with its ``pushes_next``) in one statement (:func:`_at_once`), or None: then
+    :func:`_device_event`, in a transaction, answers each."""
+    lock = {"job": job_uuid, "device": device_id, "event_id": run[0][0].event_id}
+    return _at_once(_GATE, lock, device_id, token_hash, job_uuid, run)
 
 
 def _device_event(
@@ -492,53 +585,83 @@ def _saved_row(
     return recorded
 
 
-#: After the lock's SELECT (the CTE ``gate``, first in the statement): the event inserted only when
-#: the locked row says the judge would accept it (the device's standing when a token is given; its
-#: claim; a status of ``_sources``; no replay; no webhook endpoint of the tenant, whose deliveries
-#: are written in the move's transaction), and the job moved as that row says. The UPDATE's
-#: conditions are the gate's values only: the row stays locked by the gate until the statement
-#: ends, so it moves whenever the event was recorded and the gate's status was not the event's.
-_AT_ONCE_TAIL = """, recorded AS (
+#: After the lock's SELECT (the CTE ``gate``, first in the statement): the events inserted only
+#: when the locked row says the judge would accept the first (the device's standing when a token
+#: is given; its claim; a status of ``_sources``; no replay; no webhook endpoint of the tenant,
+#: whose deliveries are written in the move's transaction), and the job moved as that row says,
+#: to the last event's status. The UPDATE's conditions are the gate's values only: the row stays
+#: locked by the gate until the statement ends, so it moves whenever the events were recorded and
+#: the gate's status was not the last event's. A run of several events of one job (``{rows}``, in
+#: the order they came; each moves forward from the one before, which :func:`_run_of` checked)
+#: also needs none of the later ids recorded (``{later}``); one of them recorded meanwhile by
+#: another job fails the whole statement on the unique ``event_id``, which writes nothing.
+_AT_ONCE_TAIL = """{later_cte}, recorded AS (
     INSERT INTO qprint_job_event
         (event_id, job_id, device_id, source, type, message, detail, occurred_at, fingerprint)
-    SELECT %(event_id)s, gate.id, gate.device_id, %(source)s, %(type)s, %(message)s,
-           %(detail)s::jsonb, %(occurred_at)s, %(fingerprint)s
-    FROM gate
-    WHERE gate.recorded_pk IS NULL AND NOT gate.announced
+    SELECT e.event_id, gate.id, gate.device_id, %(source)s, e.type, e.message, e.detail,
+           e.occurred_at, e.fingerprint
+    FROM gate, (VALUES {rows}) AS e(event_id, type, message, detail, occurred_at, fingerprint, n)
+    WHERE gate.recorded_pk IS NULL AND NOT gate.announced{later}
       AND (%(token_hash)s::text IS NULL
            OR (gate.device_enabled AND gate.device_token_hash = %(token_hash)s::text))
       AND gate.claim_id = %(claim)s AND gate.status = ANY(%(sources)s::text[])
-    ON CONFLICT (event_id) DO NOTHING
-    RETURNING id, recorded_at
+    ORDER BY e.n
+    {on_conflict}RETURNING id, recorded_at, event_id
 ), moved AS (
     UPDATE qprint_job
-    SET status = %(type)s, status_reason = %(reason)s,
+    SET status = %(target)s, status_reason = %(reason)s,
         received_at = CASE WHEN %(received)s THEN now() ELSE qprint_job.received_at END,
         finished_at = CASE WHEN %(final)s THEN now() ELSE qprint_job.finished_at END
     FROM gate
-    WHERE qprint_job.id = gate.id AND %(moves)s AND gate.status <> %(type)s
+    WHERE qprint_job.id = gate.id AND %(moves)s AND gate.status <> %(target)s
       AND EXISTS (SELECT 1 FROM recorded)
     RETURNING qprint_job.status, qprint_job.status_reason, qprint_job.received_at,
               qprint_job.finished_at
 )
-SELECT gate.*, recorded.id, recorded.recorded_at, moved.status, moved.status_reason,
-       moved.received_at, moved.finished_at,
+SELECT gate.*, recorded.event_id, recorded.id, recorded.recorded_at, moved.status,
+       moved.status_reason, moved.received_at, moved.finished_at,
        %(ask_queued)s AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = gate.device_id
                                   AND {claimable}) AS queued
 FROM gate LEFT JOIN recorded ON true LEFT JOIN moved ON true
 """.replace("{claimable}", raw.claimable_job("q"))
+#: One row of ``VALUES`` per event of the statement (``{n}``: its place in the run).
+_AT_ONCE_ROW = (
+    "(%(event_id{n})s::uuid, %(type{n})s::text, %(message{n})s::text, %(detail{n})s::jsonb,"
+    " %(occurred_at{n})s::timestamptz, %(fingerprint{n})s::text, {n})"
+)
 _NAMED = re.compile(r"%\((\w+)\)s")
-#: The tail with ``%s`` placeholders (the lock's are positional) and its values' names, in order.
-_AT_ONCE_NAMES = _NAMED.findall(_AT_ONCE_TAIL)
-_AT_ONCE_SQL_TAIL = _NAMED.sub("%s", _AT_ONCE_TAIL)
-#: What the tail adds to the lock's columns: the event's id and time, the move, ``queued``.
-_AT_ONCE_COLUMNS = 7
+#: What the tail adds to the lock's columns: the event's id, its row's id and time, the move,
+#: ``queued``.
+_AT_ONCE_COLUMNS = 8
 
 
 @functools.cache
-def _at_once_sql(lock_sql: str) -> str:
-    """The whole statement around the lock's compiled SELECT (one per lock query and alias)."""
-    return f"WITH gate AS ({lock_sql} FOR NO KEY UPDATE OF qprint_job){_AT_ONCE_SQL_TAIL}"
+def _at_once_tail(count: int) -> tuple[str, list[str]]:
+    """The tail for ``count`` events with ``%s`` placeholders (the lock's are positional) and
+    its values' names, in order. One event keeps ``ON CONFLICT DO NOTHING`` (its id taken by
+    another job meanwhile: nothing written, the transaction's way answers)."""
+    tail = (
+        _AT_ONCE_TAIL.replace(
+            "{rows}", ", ".join(_AT_ONCE_ROW.replace("{n}", str(n)) for n in range(count))
+        )
+        .replace(
+            "{later_cte}",
+            ", later AS (SELECT 1 FROM qprint_job_event WHERE event_id = ANY(%(later)s::uuid[]))"
+            if count > 1
+            else "",
+        )
+        .replace("{later}", " AND NOT EXISTS (SELECT 1 FROM later)" if count > 1 else "")
+        .replace("{on_conflict}", "ON CONFLICT (event_id) DO NOTHING\n    " if count == 1 else "")
+    )
+    return _NAMED.sub("%s", tail), _NAMED.findall(tail)
+
+
+@functools.cache
+def _at_once_sql(lock_sql: str, count: int) -> tuple[str, list[str]]:
+    """The whole statement around the lock's compiled SELECT (one per lock query, alias and
+    number of events), and the names of the tail's values."""
+    tail, names = _at_once_tail(count)
+    return f"WITH gate AS ({lock_sql} FOR NO KEY UPDATE OF qprint_job){tail}", names
 
 
 #: Devices (by id, or by the token an HTTP request presents) whose tenant had a webhook endpoint
@@ -565,50 +688,93 @@ def _at_once(
     hint: Any,
     token_hash: str | None,
     job_uuid: uuid.UUID,
-    event: DeviceEvent,
-    pushes_next: bool,
-) -> EventOutcome | None:
-    """The event recorded and the job moved in one statement (PostgreSQL), committed with it
-    unless the caller's transaction holds it; None when the statement wrote nothing (no such job
-    of the device, a replay, a refusal, a tenant with webhooks): the caller then takes the way of
-    a transaction, which answers each of those. ``lock``: the event's lock query without its
-    lock (``_GATE``, by the device's id, or ``_GATE_BY_TOKEN``, by the presented token), and its
-    ``lock_values``; ``hint``: the key of :data:`_ANNOUNCING`. Not tried (None) on SQLite, nor
-    for a device the hint sends the transaction's way."""
+    run: list[tuple[DeviceEvent, bool]],
+) -> list[EventOutcome] | None:
+    """The events of ``run`` (each with its ``pushes_next``: one event, or several of one job
+    that :func:`_run_of` found to follow each other) recorded and the job moved in one statement
+    (PostgreSQL), committed with it unless the caller's transaction holds it; their outcomes in
+    order, or None when the statement wrote nothing (no such job of the device, a replay, a
+    refusal, a tenant with webhooks): the caller then takes the way of a transaction, which
+    answers each of those. ``lock``: the event's lock query without its lock (``_GATE``, by the
+    device's id, or ``_GATE_BY_TOKEN``, by the presented token), and its ``lock_values`` (the
+    first event's id); ``hint``: the key of :data:`_ANNOUNCING`. Not tried (None) on SQLite,
+    nor for a device the hint sends the transaction's way."""
     if connection.vendor != "postgresql" or _announcing(hint):
         return None
     lock_sql, params = lock.statement(**lock_values)
-    fingerprint = event.fingerprint(job_uuid)
-    values = {
-        **_event_columns(event, fingerprint),
+    sql, names = _at_once_sql(lock_sql, len(run))
+    first, last = run[0][0], run[-1][0]
+    fingerprints = [event.fingerprint(job_uuid) for event, _ in run]
+    values: dict[str, Any] = {
+        "source": EventSource.DEVICE.value,
         "token_hash": token_hash,
-        "claim": event.claim_id,
-        "sources": _sources(event.type),
-        "received": event.type == JobStatus.RECEIVED,
-        "final": is_final(event.type),
-        "moves": event.type != PROGRESS,
-        "ask_queued": pushes_next,
+        "claim": first.claim_id,
+        "sources": _sources(first.type),
+        "later": [event.event_id for event, _ in run[1:]],
+        "target": last.type,
+        "reason": last.message[:1000],
+        "received": any(event.type == JobStatus.RECEIVED for event, _ in run),
+        "final": is_final(last.type),
+        "moves": last.type != PROGRESS,
+        "ask_queued": any(pushes_next for _, pushes_next in run),
     }
-    params.extend(values[name] for name in _AT_ONCE_NAMES)
-    rows = prepared.fetch(_at_once_sql(lock_sql), params)
+    for n, ((event, _), fingerprint) in enumerate(zip(run, fingerprints, strict=True)):
+        values.update(
+            {f"{name}{n}": value for name, value in _event_columns(event, fingerprint).items()}
+        )
+    params.extend(values[name] for name in names)
+    rows = prepared.fetch(sql, params)
     if not rows:
         return None
-    [row] = rows
-    event_pk, recorded_at, *move, queued = row[-_AT_ONCE_COLUMNS:]
-    [job] = lock.instances([row])
-    if event_pk is None:
+    [job] = lock.instances([rows[0]])
+    saved = {}
+    for row in rows:
+        event_id, event_pk, recorded_at, *move, queued = row[-_AT_ONCE_COLUMNS:]
+        if event_pk is not None:
+            saved[event_id] = (event_pk, recorded_at)
+    if not saved:
         if job.announced:
             _ANNOUNCING[hint] = time.monotonic() + _ANNOUNCING_SECONDS
         return None
-    current = job.status
-    if event.type != PROGRESS and event.type != current:
-        if move[0] is None:  # cannot happen: the gate holds the row it decided on
-            raise RuntimeError(f"event {event.event_id} was recorded but job {job.pk} not moved")
-        _set_moved(job, move, current, event.type, not pushes_next)
-    recorded = _saved_row(job, job.device_id, event, fingerprint, event_pk, recorded_at)
-    return EventOutcome(
-        created=True, job=job, event=recorded, queued=bool(queued) if pushes_next else None
-    )
+    if len(saved) != len(run):  # one INSERT writes all the rows or none
+        raise RuntimeError(f"job {job.pk}: {len(saved)} of {len(run)} events recorded")
+    if last.type != PROGRESS and last.type != job.status and move[0] is None:
+        # cannot happen: the gate holds the row it decided on
+        raise RuntimeError(f"events of job {job.pk} were recorded but the job not moved")
+    return _outcomes_of_run(job, run, fingerprints, saved, move, queued)
+
+
+def _outcomes_of_run(
+    job: PrintJob,
+    run: list[tuple[DeviceEvent, bool]],
+    fingerprints: list[str],
+    saved: dict[uuid.UUID, tuple[int, Any]],
+    move: list[Any],
+    queued: bool,
+) -> list[EventOutcome]:
+    """Each event's outcome, the job as it stood after that event (what its answer says), and
+    what follows each move (:func:`_moved`): the run's statement moved the job once, to the last
+    event's status, as the events one by one would have moved it step by step."""
+    outcomes = []
+    for n, ((event, pushes_next), fingerprint) in enumerate(zip(run, fingerprints, strict=True)):
+        current = job.status
+        job = copy.copy(job)  # the job after this step; each answer keeps its own
+        if event.type != PROGRESS and event.type != current:
+            if n == len(run) - 1:
+                job.status, job.status_reason, job.received_at, job.finished_at = move
+            else:
+                job.status, job.status_reason = event.type, event.message[:1000]
+                if event.type == JobStatus.RECEIVED:
+                    job.received_at = move[2]
+            _moved(job, current, event.type, wake=not pushes_next)
+        event_pk, recorded_at = saved[event.event_id]
+        recorded = _saved_row(job, job.device_id, event, fingerprint, event_pk, recorded_at)
+        outcomes.append(
+            EventOutcome(
+                created=True, job=job, event=recorded, queued=bool(queued) if pushes_next else None
+            )
+        )
+    return outcomes
 
 
 def _replay_of(event_id: uuid.UUID, fingerprint: str) -> PrintJobEvent | None:

@@ -87,3 +87,40 @@ def test_two_final_outcomes_reported_at_once_record_one_and_refuse_the_other():
         assert [row.type for row in rows] == [recorded[0].event.type]
         job.refresh_from_db()
         assert job.status == recorded[0].event.type and job.finished_at is not None
+
+
+def test_a_sockets_run_and_a_final_outcome_at_once_end_the_job_once():
+    """A socket's SPOOLED and PRINTED of one job (one statement) while FAILED of the same job
+    arrives three times at once, round after round: either the run is recorded whole and every
+    FAILED refused, or one FAILED wins and the run's events are refused; never both, never half
+    a run."""
+    from qprint.domain.events import SocketReport, record_socket_events
+
+    device = connect(make_device().device)
+    for _ in range(ROUNDS):
+        job = submit(device)
+        claim_next_job(device.pk)
+        job.refresh_from_db()
+        record_device_event(device, job.pk, event(job, "RECEIVED"))
+        run = [SocketReport(job.pk, event(job, kind)) for kind in ("SPOOLED", "PRINTED")]
+
+        def deliver(i, job=job, run=run):
+            if i == 0:
+                return record_socket_events(device.pk, run, token_hash=device.token_hash)
+            return record_device_event(device, job.pk, event(job, "FAILED"))
+
+        results = run_concurrently(4, deliver)
+
+        assert all(r[0] == "ok" or r[1].code == "backwards" for r in results[1:]), results
+        socket = results[0][1]
+        rows = list(PrintJobEvent.objects.filter(job=job, source="DEVICE").order_by("pk"))
+        job.refresh_from_db()
+        if job.status == JobStatus.PRINTED:
+            assert all(o.created for o in socket), socket
+            assert [r.type for r in rows] == ["RECEIVED", "SPOOLED", "PRINTED"]
+            assert all(r[0] == "error" for r in results[1:]), results
+        else:
+            assert job.status == JobStatus.FAILED
+            assert [getattr(o, "code", None) for o in socket] == ["backwards", "backwards"]
+            assert [r.type for r in rows] == ["RECEIVED", "FAILED"]
+            assert sum(r[0] == "ok" for r in results[1:]) == 1, results

@@ -366,21 +366,101 @@ def _report(assignment, kind, **kwargs):
     return SocketReport(assignment.job_id, event(assignment.claim_id, kind), **kwargs)
 
 
-def test_a_sockets_consecutive_events_are_one_transaction_of_one_statement_each():
+def test_a_sockets_run_of_one_jobs_events_is_one_statement_with_no_transaction():
+    """RECEIVED, SPOOLED and PRINTED of one job, sent together: one statement, committed by
+    itself; the rows in the order sent, the job moved once, each answer the job as it stood after
+    its own event."""
     from qprint.domain.events import record_socket_events
 
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
     reports = [_report(assignment, kind) for kind in ("RECEIVED", "SPOOLED", "PRINTED")]
-    with CaptureQueriesContext(connection) as captured:
-        outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    outcomes, sent = round_trips(
+        lambda: record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    )
     assert [o.event.type for o in outcomes] == ["RECEIVED", "SPOOLED", "PRINTED"]
+    assert [o.job.status for o in outcomes] == ["RECEIVED", "SPOOLED", "PRINTED"]
     assert all(o.created for o in outcomes)
-    sent = [q["sql"] for q in captured.captured_queries]
-    assert (sent[0], sent[-1]) == ("BEGIN", "COMMIT") and len(sent) == 5, sent
+    assert len(sent) == 1 and sent[0].lstrip().startswith("WITH gate AS"), sent
+    rows = PrintJobEvent.objects.filter(job_id=assignment.job_id, source="DEVICE").order_by("pk")
+    assert [(r.type, r.event_id) for r in rows] == [
+        (o.event.type, o.event.event_id) for o in outcomes
+    ]
+    assert [r.pk for r in rows] == [o.event.pk for o in outcomes]
+    job = PrintJob.objects.get(pk=assignment.job_id)
+    assert job.status == "PRINTED" and job.received_at and job.finished_at
+    assert (outcomes[0].job.received_at, outcomes[0].job.finished_at) == (job.received_at, None)
+
+
+def test_a_batch_of_two_jobs_is_one_transaction_of_one_statement_per_job():
+    """A job's SPOOLED and PRINTED, then the next job's RECEIVED: BEGIN, the run, the event
+    alone, COMMIT."""
+    from qprint.domain.events import record_socket_events
+
+    device = connect(make_device().device)
+    submit(device)
+    submit(device)
+    first = claim_next_job(device.pk)
+    reports = [_report(first, "RECEIVED")]
+    record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    second = claim_next_job(device.pk)
+    reports = [_report(first, "SPOOLED"), _report(first, "PRINTED"), _report(second, "RECEIVED")]
+    outcomes, sent = round_trips(
+        lambda: record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    )
+    assert [(o.job.pk, o.job.status) for o in outcomes] == [
+        (first.job_id, "SPOOLED"),
+        (first.job_id, "PRINTED"),
+        (second.job_id, "RECEIVED"),
+    ]
+    assert (sent[0], sent[-1]) == ("BEGIN", "COMMIT") and len(sent) == 4, sent
     assert all(q.lstrip().startswith("WITH gate AS") for q in sent[1:-1]), sent
-    assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
+
+
+def test_a_run_with_a_replay_in_it_is_answered_event_by_event():
+    """The run's first event was recorded before (the device sends it again with the next one):
+    the run's statement writes nothing; the replay is answered as one, the next one recorded."""
+    from qprint.domain.events import record_socket_events
+
+    device = connect(make_device().device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    spooled = _report(assignment, "SPOOLED")
+    record_socket_events(device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash)
+    record_socket_events(device.pk, [spooled], token_hash=device.token_hash)
+    reports = [spooled, _report(assignment, "PRINTED")]
+    outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    assert [(o.created, o.event.type, o.job.status) for o in outcomes] == [
+        (False, "SPOOLED", "SPOOLED"),
+        (True, "PRINTED", "PRINTED"),
+    ]
+    assert PrintJobEvent.objects.filter(job_id=assignment.job_id, source="DEVICE").count() == 3
+
+
+def test_a_run_whose_later_id_another_job_took_records_the_rest_and_refuses_that_one():
+    """The run's PRINTED comes under an event id already recorded for another job: the run's
+    statement writes nothing, then SPOOLED is recorded alone and PRINTED refused as a conflict."""
+    from qprint.domain.events import record_socket_events
+
+    device = connect(make_device().device)
+    submit(device)
+    submit(device)
+    other = claim_next_job(device.pk)
+    taken = _report(other, "RECEIVED")
+    record_socket_events(device.pk, [taken], token_hash=device.token_hash)
+    record_socket_events(device.pk, [_report(other, "PRINTED")], token_hash=device.token_hash)
+    assignment = claim_next_job(device.pk)
+    record_socket_events(device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash)
+    printed = _report(assignment, "PRINTED")
+    printed.payload["event_id"] = taken.payload["event_id"]
+    outcomes = record_socket_events(
+        device.pk, [_report(assignment, "SPOOLED"), printed], token_hash=device.token_hash
+    )
+    assert outcomes[0].created and outcomes[0].job.status == "SPOOLED"
+    assert getattr(outcomes[1], "code", None) == "event_conflict", outcomes[1]
+    assert PrintJob.objects.get(pk=assignment.job_id).status == "SPOOLED"
+    assert PrintJobEvent.objects.filter(event_id=taken.payload["event_id"]).count() == 1
 
 
 def test_a_database_error_in_a_batch_records_each_event_alone(monkeypatch):
