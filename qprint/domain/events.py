@@ -28,6 +28,13 @@ joined to the device holding the token the request presents
 (:class:`qprint.domain.credentials.PresentedToken`) and checks the device's standing from that
 row: its token needs no lookup of its own.
 
+A device socket's events sent together (:func:`record_socket_events`) share one transaction, and
+a run of them about one job (each moving it forward from the one before, under one claim: a job's
+SPOOLED and how it ended) is one statement of the same form: the job locked once, the events
+inserted in the order they came only when the row says the judge would accept the first and none
+of the later ids is recorded yet, the job moved once, to the last event's status. Each event is
+answered with the job as it stood after it. A run that writes nothing is recorded event by event.
+
 Server events (QUEUED, CLAIMED, CANCELLED, EXPIRED, REPRINTED) are written to the same table with
 ``source = SERVER`` through :func:`record_server_event`, or, where the claim and the submission
 make their change in one statement, through the ``INSERT`` this module writes for them
