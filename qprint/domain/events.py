@@ -600,8 +600,10 @@ def _saved_row(
 #: locked by the gate until the statement ends, so it moves whenever the events were recorded and
 #: the gate's status was not the last event's. A run of several events of one job (``{rows}``, in
 #: the order they came; each moves forward from the one before, which :func:`_run_of` checked)
-#: also needs none of the later ids recorded (``{later}``); one of them recorded meanwhile by
-#: another job fails the whole statement on the unique ``event_id``, which writes nothing.
+#: also needs none of the later ids recorded (``{later}``, an array literal bound as text, as
+#: ``_sources``); one of them recorded meanwhile by another job fails the whole statement on the
+#: unique ``event_id``, which writes nothing. ``received_at`` is set once, by the move into
+#: RECEIVED (a RECEIVED reported again under a new id moves nothing).
 _AT_ONCE_TAIL = """{later_cte}, recorded AS (
     INSERT INTO qprint_job_event
         (event_id, job_id, device_id, source, type, message, detail, occurred_at, fingerprint)
@@ -617,7 +619,8 @@ _AT_ONCE_TAIL = """{later_cte}, recorded AS (
 ), moved AS (
     UPDATE qprint_job
     SET status = %(target)s, status_reason = %(reason)s,
-        received_at = CASE WHEN %(received)s THEN now() ELSE qprint_job.received_at END,
+        received_at = CASE WHEN %(received)s AND gate.received_at IS NULL THEN now()
+                           ELSE qprint_job.received_at END,
         finished_at = CASE WHEN %(final)s THEN now() ELSE qprint_job.finished_at END
     FROM gate
     WHERE qprint_job.id = gate.id AND %(moves)s AND gate.status <> %(target)s
@@ -717,7 +720,7 @@ def _at_once(
         "token_hash": token_hash,
         "claim": first.claim_id,
         "sources": _sources(first.type),
-        "later": [event.event_id for event, _ in run[1:]],
+        "later": "{" + ",".join(str(event.event_id) for event, _ in run[1:]) + "}",
         "target": last.type,
         "reason": last.message[:1000],
         "received": any(event.type == JobStatus.RECEIVED for event, _ in run),

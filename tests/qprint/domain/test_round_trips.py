@@ -576,3 +576,27 @@ def test_the_submissions_statement_is_django_s_to_execute_wrappers_and_errors():
         with connection.cursor() as cursor:
             cursor.execute("ALTER TABLE qprint_job DROP CONSTRAINT test_refused")
     assert not PrintJob.objects.filter(title="refused").exists()
+
+
+def test_a_run_opening_with_received_again_keeps_the_time_the_job_was_received():
+    """RECEIVED reported again under a new id, then SPOOLED, in one run: both recorded, the job
+    SPOOLED, its ``received_at`` still the first RECEIVED's."""
+    from qprint.domain.events import record_socket_events
+
+    device = connect(make_device().device)
+    submit(device)
+    assignment = claim_next_job(device.pk)
+    record_socket_events(device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash)
+    received_at = PrintJob.objects.get(pk=assignment.job_id).received_at
+    reports = [_report(assignment, "RECEIVED"), _report(assignment, "SPOOLED")]
+    outcomes, sent = round_trips(
+        lambda: record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    )
+    assert [(o.created, o.job.status) for o in outcomes] == [
+        (True, "RECEIVED"),
+        (True, "SPOOLED"),
+    ]
+    assert len(sent) == 1, sent
+    job = PrintJob.objects.get(pk=assignment.job_id)
+    assert (job.status, job.received_at) == ("SPOOLED", received_at)
+    assert outcomes[0].job.received_at == received_at
