@@ -169,7 +169,7 @@ def record_socket_events(
         job_uuid, run = _run_at(reports, parsed, 0, len(reports))
         try:
             outcomes = _device_event_at_once(device_id, job_uuid, run, token_hash)
-        except DatabaseError:  # an event's id taken meanwhile: nothing written; one by one
+        except DatabaseError:  # nothing written (a later id taken meanwhile, say): as below
             outcomes = None
         if outcomes is not None:
             return outcomes
@@ -257,12 +257,15 @@ def _recorded_in_order(
         if done is None:
             done = []
             for event, pushes_next in run:
-                args = (device_id, job_uuid, event, token_hash, pushes_next)
                 try:
                     alone = _device_event_at_once(
                         device_id, job_uuid, [(event, pushes_next)], token_hash
                     )
-                    done.append(alone[0] if alone is not None else _device_event(*args))
+                    done.append(
+                        alone[0]
+                        if alone is not None
+                        else _device_event(device_id, job_uuid, event, token_hash, pushes_next)
+                    )
                 except QPrintError as exc:
                     done.append(exc)
         outcomes.extend(done)
@@ -524,6 +527,12 @@ FROM recorded LEFT JOIN moved ON true
 """.replace("{claimable}", raw.claimable_job("q"))
 
 
+def _reason(message: str) -> str:
+    """A job's ``status_reason`` for a move an event with ``message`` made: its first 1,000
+    characters, as every move records it."""
+    return message[:1000]
+
+
 def _event_columns(event: DeviceEvent, fingerprint: str) -> dict[str, Any]:
     """The parameters of a device event's row and of its move's reason, as both one-statement
     forms bind them."""
@@ -535,7 +544,7 @@ def _event_columns(event: DeviceEvent, fingerprint: str) -> dict[str, Any]:
         "detail": json.dumps(event.detail),
         "occurred_at": event.occurred_at,
         "fingerprint": fingerprint,
-        "reason": event.message[:1000],
+        "reason": _reason(event.message),
     }
 
 
@@ -722,7 +731,7 @@ def _at_once(
         "sources": _sources(first.type),
         "later": "{" + ",".join(str(event.event_id) for event, _ in run[1:]) + "}",
         "target": last.type,
-        "reason": last.message[:1000],
+        "reason": _reason(last.message),
         "received": any(event.type == JobStatus.RECEIVED for event, _ in run),
         "final": is_final(last.type),
         "moves": last.type != PROGRESS,
@@ -773,7 +782,7 @@ def _outcomes_of_run(
             if n == len(run) - 1:
                 job.status, job.status_reason, job.received_at, job.finished_at = move
             else:
-                job.status, job.status_reason = event.type, event.message[:1000]
+                job.status, job.status_reason = event.type, _reason(event.message)
                 if event.type == JobStatus.RECEIVED:
                     job.received_at = move[2]
             _moved(job, current, event.type, wake=not pushes_next)
@@ -843,7 +852,7 @@ def _cancelled_by_application(job: PrintJob) -> bool:
 def _move(job: PrintJob, target: str, *, reason: str = "", wake: bool = True) -> None:
     """Move ``job`` (row locked by the caller) to ``target`` with a guarded UPDATE."""
     current = job.status
-    changes: dict[str, Any] = {"status": target, "status_reason": reason[:1000]}
+    changes: dict[str, Any] = {"status": target, "status_reason": _reason(reason)}
     if target == JobStatus.RECEIVED:
         changes["received_at"] = Now()
     if is_final(target):
