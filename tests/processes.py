@@ -54,10 +54,21 @@ def database_url_of(settings_dict: dict[str, Any]) -> str:
     return f"postgres://{auth}{host}{port}/{d['NAME']}"
 
 
+#: Ports :func:`free_port` gave out in this process: none is given twice.
+_GIVEN_PORTS: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing listens on, never one given out before in this process: the kernel
+    may hand the same free port to two calls made before either is bound (two nodes built, then
+    started), and the second server would then seem to listen on the first one's socket."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN_PORTS:
+            _GIVEN_PORTS.add(port)
+            return port
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
