@@ -44,10 +44,14 @@ class DeviceEvent:
         )
 
 
+def canonical_json(content: dict[str, Any]) -> str:
+    """The canonical JSON of ``content`` (sorted keys, no whitespace): what a fingerprint hashes."""
+    return json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
+
+
 def fingerprint_of(content: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of ``content`` (sorted keys, no whitespace)."""
-    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    """SHA-256 of the canonical JSON of ``content`` (:func:`canonical_json`)."""
+    return hashlib.sha256(canonical_json(content).encode("utf-8")).hexdigest()
 
 
 def parse_device_event(payload: Any) -> DeviceEvent:

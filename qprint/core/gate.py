@@ -56,6 +56,20 @@ def refusal(device: GateInputs) -> QPrintError | None:
     return None
 
 
+def open_sql(row: str) -> str:
+    """:func:`refusal` is None, as SQL over ``row``: a relation with the columns of
+    :class:`GateInputs` (``connection_live`` judged by the statement). For a statement that
+    claims in the round trip that locks the device (``qprint.domain.claim``); the refusal itself
+    is then told from the row by :func:`refusal`. ``tests/qprint/core/test_gate.py`` pins the two to
+    agree on every combination of the inputs."""
+    return (
+        f"({row}.enabled AND {row}.connection_live AND {row}.connection_ready"
+        f" AND {row}.control_applied_revision = {row}.control_revision"
+        f" AND {row}.settings_applied_revision = {row}.settings_revision"
+        f" AND NOT {row}.paused)"
+    )
+
+
 def is_open(device: GateInputs) -> bool:
     return refusal(device) is None
 

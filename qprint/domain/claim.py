@@ -46,13 +46,14 @@ is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a j
 
 import functools
 import logging
+import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import (
     CharField,
     Exists,
@@ -172,17 +173,55 @@ def claim_next_job(
     node = node or cluster.node_id()
     if isinstance(device, credentials.PresentedToken):
         presented = device
-        with transaction.atomic():
-            locked = _LOCK_DEVICE_BY_TOKEN.first(digest=presented.token_hash, kind=presented.kind)
-            if locked is not None:
-                presented.require(locked.token_hash, locked.enabled)
-                return _claim_locked(locked, node, inline_max)
+        lock_values = {"digest": presented.token_hash, "kind": presented.kind}
+        found = _at_once(_AT_ONCE_BY_TOKEN, lock_values, presented.token_hash, node, inline_max)
+        if found is not None and found.device is not None:
+            presented.require(found.device.token_hash, found.device.enabled)
+            answer = _answer(found)
+            if answer is not _TRANSACTION:
+                return answer
+        if found is None or found.device is not None:
+            with transaction.atomic():
+                locked = _LOCK_DEVICE_BY_TOKEN.first(**lock_values)
+                if locked is not None:
+                    presented.require(locked.token_hash, locked.enabled)
+                    return _claim_locked(locked, node, inline_max)
         device = presented.authenticate().pk  # the lock matched nothing: the full way decides
+    found = _at_once(_AT_ONCE_BY_ID, {"device_id": device}, device, node, inline_max, token_hash)
+    if found is not None:
+        if found.device is None:
+            raise NotFound("unknown_device", "No such device.")
+        if token_hash is not None:
+            credentials.require_token(found.device.token_hash, found.device.enabled, token_hash)
+        answer = _answer(found)
+        if answer is not _TRANSACTION:
+            return answer
+    return _claim_in_transaction(device, node, token_hash, inline_max)
+
+
+def _claim_in_transaction(
+    device_id: int, node: str, token_hash: str | None, inline_max: int | None
+) -> Assignment | None:
+    """The claim in a transaction of its own: the lock, then the claim (steps 1 to 3)."""
     with transaction.atomic():
-        locked = _lock_device(device)
+        locked = _lock_device(device_id)
         if token_hash is not None:
             credentials.require_token(locked.token_hash, locked.enabled, token_hash)
         return _claim_locked(locked, node, inline_max)
+
+
+@dataclass(frozen=True)
+class Told:
+    """What a socket in push mode has told its device (its session's record): the control
+    revision and pause sent, the settings revision sent, the job last pushed. A wakeup's claim
+    made in the statement that locks the row (:func:`claim_on_wakeup`) claims only when the row
+    asks the socket to send nothing before the assignment: the same control, no newer settings,
+    no pending command."""
+
+    control_revision: int
+    paused: bool
+    settings_revision: int
+    pushed_job: str | None
 
 
 def claim_on_wakeup(
@@ -192,14 +231,38 @@ def claim_on_wakeup(
     *,
     token_hash: str,
     inline_max: int,
+    told: Told | None = None,
 ) -> Assignment | NotClaimed | None:
-    """The wakeup of a socket in push mode, in one transaction: the device row locked as the
-    claim locks it, read with what :func:`qprint.domain.connection.read` would say of the
-    connection (:class:`~qprint.domain.connection.Replaced` when it no longer holds the row);
+    """The wakeup of a socket in push mode: the device row locked as the claim locks it, read
+    with what :func:`qprint.domain.connection.read` would say of the connection
+    (:class:`~qprint.domain.connection.Replaced` when it no longer holds the row);
     ``decide(state)`` (the socket session's plan, no I/O) says whether to claim now; if so, the
-    claim as :func:`claim_next_job` makes it for ``token_hash`` and ``inline_max``, on the row
-    already locked. Returns the assignment, None (nothing to hand out), or :data:`NOT_CLAIMED`
-    (not asked to). One statement fewer than the read and then the claim."""
+    claim as :func:`claim_next_job` makes it for ``token_hash`` and ``inline_max``. Returns the
+    assignment, None (nothing to hand out), or :data:`NOT_CLAIMED` (not asked to).
+
+    With ``told`` (what the socket has told its device), on PostgreSQL, it is ONE statement: the
+    lock, the read and the claim, made when the row agrees with ``told`` (:class:`Told`) and the
+    gate is open; ``decide`` then judges the row that statement read. A plan that wants a claim
+    the statement did not make (the row changed, a candidate lost, a tenant with webhooks) gets
+    it from :func:`claim_next_job`'s transaction. Without ``told``, or elsewhere: the lock, then
+    ``decide`` on the locked row, then the claim, in one transaction."""
+    node = cluster.node_id()
+    if told is not None:
+        lock_values = {"device_id": device_id, "connection_id": connection_id}
+        found = _at_once(
+            _AT_ONCE_ON_WAKEUP, lock_values, device_id, node, inline_max, token_hash, told
+        )
+        if found is not None:
+            if found.device is None:
+                raise connections.Replaced(
+                    f"device {device_id}: connection {connection_id} replaced"
+                )
+            wanted = decide(connections.state_of(found.device))
+            if found.assignment is not None:
+                return found.assignment
+            if not wanted:
+                return NOT_CLAIMED
+            return _claim_in_transaction(device_id, node, token_hash, inline_max)
     with transaction.atomic():
         locked = _LOCK_DEVICE_ON_WAKEUP.first(device_id=device_id, connection_id=connection_id)
         if locked is None:
@@ -207,7 +270,7 @@ def claim_on_wakeup(
         if not decide(connections.state_of(locked)):
             return NOT_CLAIMED
         credentials.require_token(locked.token_hash, locked.enabled, token_hash)
-        return _claim_locked(locked, cluster.node_id(), inline_max)
+        return _claim_locked(locked, node, inline_max)
 
 
 def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignment | None:
@@ -376,25 +439,198 @@ def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -
     return None
 
 
-def _build_lock(*, by_token: bool = False, on_wakeup: bool = False) -> QuerySet:
+# -- the claim in one statement (PostgreSQL) ---------------------------------------------------
+
+#: After the lock's SELECT (the CTE ``gate``, the device row ``FOR NO KEY UPDATE`` with its next
+#: candidate, its held job, a pending command and whether its tenant has webhook endpoints): the
+#: claim made only when the locked row says it may be (``go``): the gate open
+#: (:func:`qprint.core.gate.open_sql`, the rule of :func:`qprint.core.gate.refusal`), the token
+#: still the device's when one is given, no webhook endpoint of the tenant (whose deliveries are
+#: written in the claim's transaction), and, for a wakeup, the row agreeing with what the socket
+#: told its device (:class:`Told`). Then, as :data:`_CLAIM_SQL`: the held job (not the one last
+#: pushed), or the candidate moved to CLAIMED with its server event. The row of ``gate`` is always
+#: returned, so the caller answers a refusal from it; the claim's columns follow when one was made.
+#:
+#: The subqueries of one statement share its snapshot, taken before the lock: when the lock had
+#: to wait, a claim committed meanwhile by another transaction may be unseen. The candidate's own
+#: row is then checked again by the UPDATE (no longer QUEUED: nothing claimed), and a second
+#: CLAIMED job of the device is refused by ``qprint_job_one_claimed_per_device``: the statement
+#: fails whole, writes nothing, and the claim takes the transaction's way, which locks first and
+#: then reads.
+_AT_ONCE_TAIL = """, go AS (
+    SELECT gate.id, gate.next_job_id FROM gate
+    WHERE NOT gate.announced AND {gate_open}
+      AND (%(token_hash)s::text IS NULL OR gate.token_hash = %(token_hash)s::text)
+      AND (NOT %(told)s::boolean
+           OR (gate.control_revision = %(told_control)s::integer
+               AND gate.paused = %(told_paused)s::boolean
+               AND gate.settings_revision <= %(told_settings)s::integer
+               AND NOT gate.command_pending))
+), held AS (
+    SELECT {columns} FROM qprint_job
+    WHERE device_id = (SELECT id FROM go) AND {held}
+    LIMIT 1
+), claimed AS (
+    UPDATE qprint_job
+    SET status = %(claimed_status)s::text, claim_id = %(claim_id)s::uuid,
+        claim_node = %(node)s::text, claimed_at = now(), attempts = attempts + 1
+    WHERE id = (SELECT next_job_id FROM go) AND device_id = (SELECT id FROM go) AND {claimable}
+      AND NOT EXISTS (SELECT 1 FROM held)
+    RETURNING {columns}, COALESCE(waited_until > now(), false) AS waited
+), recorded AS (
+    {event}
+    RETURNING job_id
+), got AS (
+    SELECT 'held' AS got, {columns}, false AS waited, {document:held} AS document FROM held
+    WHERE held.id IS DISTINCT FROM %(told_pushed)s::uuid
+    UNION ALL
+    SELECT 'claimed', {columns}, waited, {document:claimed} FROM claimed
+    WHERE EXISTS (SELECT 1 FROM recorded)
+)
+SELECT gate.*, got.* FROM gate LEFT JOIN got ON true""".replace("{columns}", _COLUMNS)
+#: The columns ``got`` adds to the lock's: what :func:`_assignment_of_row` reads.
+_GOT_COLUMNS = 13
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+@functools.cache
+def _at_once_sql(lock_sql: str, event_sql: str, document: bool) -> tuple[str, list[str]]:
+    """The statement around the lock's compiled SELECT (positional placeholders, as the tail's
+    become) and the names of the tail's values in order. ``document``: the claim reads the
+    document's bytes (where the database keeps them)."""
+    inline_max = 0 if document else None
+    tail = (
+        _AT_ONCE_TAIL.replace("{gate_open}", gate.open_sql("gate"))
+        .replace("{claimable}", raw.claimable_job("qprint_job"))
+        .replace("{held}", raw.held_job("qprint_job"))
+        .replace("{document:held}", _document_column("held", inline_max))
+        .replace("{document:claimed}", _document_column("claimed", inline_max))
+        .replace("{event}", event_sql)
+    )
+    lock = f"{lock_sql} FOR NO KEY UPDATE OF qprint_device"
+    return f"WITH gate AS ({lock}){_NAMED.sub('%s', tail)}", _NAMED.findall(tail)
+
+
+@dataclass(frozen=True)
+class _Found:
+    """What the claim's one statement found: the locked device row (None: no row matched the
+    lock), and the assignment it made or replayed (None: none)."""
+
+    device: Device | None
+    assignment: Assignment | None
+
+
+#: :func:`_answer`'s "the transaction's way decides".
+_TRANSACTION: Any = object()
+
+
+def _at_once(
+    lock: PreparedQuery,
+    lock_values: dict[str, Any],
+    hint: Any,
+    node: str,
+    inline_max: int | None,
+    token_hash: str | None = None,
+    told: Told | None = None,
+) -> _Found | None:
+    """The claim in one statement (:data:`_AT_ONCE_TAIL`), committed by itself (in a savepoint
+    when the caller's transaction holds it); None when not tried (SQLite; a device whose tenant
+    has webhooks, by ``hint``: :func:`qprint.domain.events.announcing`) or when the statement
+    failed on the one-CLAIMED-job constraint (a claim it could not see won): the caller takes
+    the transaction's way."""
+    if connection.vendor != "postgresql" or events.announcing(hint):
+        return None
+    claim_id = uuid.uuid4()
+    detail = {"claim_id": str(claim_id), "node": node}
+    event_sql, event_params = events.server_event_insert(
+        "claimed", None, JobStatus.CLAIMED, detail=detail, named=True, job_column="id"
+    )
+    document = inline_max is not None and storage.in_database()
+    lock_sql, params = lock.statement(**lock_values)
+    sql, names = _at_once_sql(lock_sql, event_sql, document)
+    values = {
+        "token_hash": token_hash,
+        "told": told is not None,
+        "told_control": told.control_revision if told else None,
+        "told_paused": told.paused if told else None,
+        "told_settings": told.settings_revision if told else None,
+        "told_pushed": told.pushed_job if told else None,
+        "claimed_status": JobStatus.CLAIMED.value,
+        "claim_id": claim_id,
+        "node": node,
+        "inline_max": inline_max,
+        **event_params,
+    }
+    params.extend(values[name] for name in names)
+    try:
+        if connection.in_atomic_block:
+            with transaction.atomic():  # a savepoint: a failed statement leaves the rest
+                rows = prepared.fetch(sql, params)
+        else:
+            rows = prepared.fetch(sql, params)
+    except IntegrityError:
+        logger.debug("claim_at_once_raced device=%s", hint)
+        return None
+    if not rows:
+        return _Found(None, None)
+    [device] = lock.instances(rows)
+    got = rows[0][-_GOT_COLUMNS:]
+    if device.announced:
+        events.remember_announcing(hint)
+    if got[0] is None:
+        return _Found(device, None)
+    assignment = _assignment_of_row(got, document)
+    if got[0] == "held":
+        logger.debug(
+            "claim_replayed job=%s device=%s claim=%s",
+            assignment.job_id,
+            device.pk,
+            assignment.claim_id,
+        )
+    else:
+        _claimed(assignment.job_id, device, claim_id, node, bool(got[11]))
+    return _Found(device, assignment)
+
+
+def _answer(found: _Found) -> Assignment | None:
+    """A claim's answer from its one statement, the credential already checked: the assignment
+    it made or replayed; the gate's refusal; None when the row says there is nothing to hand
+    out; else :data:`_TRANSACTION` (a tenant with webhooks, a candidate lost meanwhile)."""
+    if found.assignment is not None:
+        return found.assignment
+    gate.check(found.device)
+    if found.device.next_job_id is None and found.device.claimed_job_id is None:
+        return None
+    return _TRANSACTION
+
+
+def _build_lock(
+    *, by_token: bool = False, on_wakeup: bool = False, state: bool = False, locks: bool = True
+) -> QuerySet:
     """The claim's lock of the device row: by id, or (``by_token``) by the hash of the token an
     HTTP request presents, of a device of the transport's kind (``token_hash`` is unique).
-    ``on_wakeup``: by id and the socket's connection, with the rest of what the connection's
-    read says (``command_pending``, ``claimed_job_id``: :func:`claim_on_wakeup`)."""
+    ``on_wakeup``: by id and the socket's connection. ``state`` (implied by ``on_wakeup``): with
+    the rest of what the connection's read says (``command_pending``, ``claimed_job_id``:
+    :func:`claim_on_wakeup`, and the claim in one statement). ``locks`` False: the SELECT
+    without its lock, which the claim in one statement adds (Django compiles a
+    ``select_for_update`` only inside a transaction)."""
     if by_token:
         match = {"token_hash": Param("digest", CharField()), "kind": Param("kind", CharField())}
     else:
         match = {"pk": Param("device_id", IntegerField())}
     if on_wakeup:
         match["connection_id"] = Param("connection_id", UUIDField())
+    if on_wakeup or state:
         held = PrintJob.objects.filter(device_id=OuterRef("pk")).held().values("id")[:1]
         pending = DeviceCommand.objects.filter(device_id=OuterRef("pk")).pending()
         wakeup = {"claimed_job_id": Subquery(held), "command_pending": Exists(pending)}
     else:
         wakeup = {}
+    devices = Device.objects.all()
+    if locks:
+        devices = devices.select_for_update(of=("self",), no_key=True)
     return (
-        Device.objects.select_for_update(of=("self",), no_key=True)
-        .with_liveness()
+        devices.with_liveness()
         .annotate(
             next_job_id=Subquery(
                 PrintJob.objects.filter(device_id=OuterRef("pk")).claimable().values("id")[:1]
@@ -424,6 +660,11 @@ def _build_lock(*, by_token: bool = False, on_wakeup: bool = False) -> QuerySet:
 _LOCK_DEVICE = PreparedQuery(_build_lock)
 _LOCK_DEVICE_BY_TOKEN = PreparedQuery(functools.partial(_build_lock, by_token=True))
 _LOCK_DEVICE_ON_WAKEUP = PreparedQuery(functools.partial(_build_lock, on_wakeup=True))
+_AT_ONCE_BY_ID = PreparedQuery(functools.partial(_build_lock, state=True, locks=False))
+_AT_ONCE_BY_TOKEN = PreparedQuery(
+    functools.partial(_build_lock, by_token=True, state=True, locks=False)
+)
+_AT_ONCE_ON_WAKEUP = PreparedQuery(functools.partial(_build_lock, on_wakeup=True, locks=False))
 
 
 def _lock_device(device_id: int) -> Device:

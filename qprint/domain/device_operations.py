@@ -22,7 +22,14 @@ from typing import Any
 from qprint import documents
 from qprint.core.errors import NotFound
 from qprint.domain import commands, credentials, events
-from qprint.domain.claim import NOT_READ, Assignment, NotClaimed, claim_next_job, claim_on_wakeup
+from qprint.domain.claim import (
+    NOT_READ,
+    Assignment,
+    NotClaimed,
+    Told,
+    claim_next_job,
+    claim_on_wakeup,
+)
 from qprint.domain.connection import DeviceState
 from qprint.models import Device
 from qprint.models.serializers import assignment_body, command_object, event_object
@@ -84,13 +91,14 @@ def pushed_on_wakeup(
     *,
     token_hash: str,
     inline_max: int,
+    told: Told | None = None,
 ) -> tuple[dict[str, Any], bytes | None] | NotClaimed | None:
     """A wakeup of a socket in push mode (:func:`qprint.domain.claim.claim_on_wakeup`): the
     connection's state read in the claim's lock, and, when ``decide(state)`` says so, the claim
-    :func:`pushed_claim` makes, in the same transaction. What :func:`pushed_claim` returns, or
-    :data:`~qprint.domain.claim.NOT_CLAIMED`."""
+    :func:`pushed_claim` makes, in the same transaction (``told``: in the same statement).
+    What :func:`pushed_claim` returns, or :data:`~qprint.domain.claim.NOT_CLAIMED`."""
     assignment = claim_on_wakeup(
-        device_id, connection_id, decide, token_hash=token_hash, inline_max=inline_max
+        device_id, connection_id, decide, token_hash=token_hash, inline_max=inline_max, told=told
     )
     if isinstance(assignment, NotClaimed):
         return assignment

@@ -68,7 +68,12 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from qprint.core import prepared
-from qprint.core.device_events import DeviceEvent, fingerprint_of, parse_device_event
+from qprint.core.device_events import (
+    DeviceEvent,
+    canonical_json,
+    fingerprint_of,
+    parse_device_event,
+)
 from qprint.core.errors import EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus, can_move, is_final
@@ -684,14 +689,20 @@ def _at_once_sql(lock_sql: str, count: int) -> tuple[str, list[str]]:
 
 
 #: Devices (by id, or by the token an HTTP request presents) whose tenant had a webhook endpoint
-#: when an event of theirs was last tried in one statement, and until when (monotonic seconds)
-#: their events go straight to the transaction's way. Only which way is tried first depends on
-#: it: both record the same event.
+#: when an event or a claim of theirs was last tried in one statement, and until when (monotonic
+#: seconds) their events and claims go straight to the transaction's way, which writes the
+#: deliveries with the move. Only which way is tried first depends on it: both do the same.
 _ANNOUNCING: dict[Any, float] = {}
 _ANNOUNCING_SECONDS = 60.0
 
 
-def _announcing(key: Any) -> bool:
+def remember_announcing(key: Any) -> None:
+    """The device ``key`` names has a tenant with webhook endpoints: see :data:`_ANNOUNCING`."""
+    _ANNOUNCING[key] = time.monotonic() + _ANNOUNCING_SECONDS
+
+
+def announcing(key: Any) -> bool:
+    """Whether the device ``key`` names goes the transaction's way (:data:`_ANNOUNCING`)."""
     until = _ANNOUNCING.get(key)
     if until is None:
         return False
@@ -718,7 +729,7 @@ def _at_once(
     device's id, or ``_GATE_BY_TOKEN``, by the presented token), and its ``lock_values`` (the
     first event's id); ``hint``: the key of :data:`_ANNOUNCING`. Not tried (None) on SQLite,
     nor for a device the hint sends the transaction's way."""
-    if connection.vendor != "postgresql" or _announcing(hint):
+    if connection.vendor != "postgresql" or announcing(hint):
         return None
     lock_sql, params = lock.statement(**lock_values)
     sql, names = _at_once_sql(lock_sql, len(run))
@@ -753,7 +764,7 @@ def _at_once(
             saved[event_id] = (event_pk, recorded_at)
     if not saved:
         if job.announced:
-            _ANNOUNCING[hint] = time.monotonic() + _ANNOUNCING_SECONDS
+            remember_announcing(hint)
         return None
     if len(saved) != len(run):  # one INSERT writes all the rows or none
         raise RuntimeError(f"job {job.pk}: {len(saved)} of {len(run)} events recorded")
@@ -919,12 +930,22 @@ def record_server_event(
 
 
 def server_event_insert(
-    rows: str, job_id, type: str, *, detail: dict[str, Any], message: str = "", named: bool
+    rows: str,
+    job_id,
+    type: str,
+    *,
+    detail: dict[str, Any],
+    message: str = "",
+    named: bool,
+    job_column: str | None = None,
 ) -> tuple[str, Any]:
     """The server event of ``job_id`` as an ``INSERT ... SELECT ... FROM rows``, for a statement
     of data-modifying CTEs that writes the job in the same round trip: one event per row of the CTE
     ``rows`` (none when the CTE changed nothing). Returns the SQL and its parameters, named
-    (``%(server_event_*)s``, a dict to merge) or positional (``%s``, a list in order)."""
+    (``%(server_event_*)s``, a dict to merge) or positional (``%s``, a list in order).
+    ``job_column``: the job is the one in that column of ``rows``, known only to the statement
+    (``job_id`` None): the statement computes the fingerprint, hashing the same canonical text
+    as :func:`server_event_fingerprint` with the job's id put in its place."""
     values = {
         "event_id": uuid.uuid4(),
         "job_id": job_id,
@@ -932,29 +953,49 @@ def server_event_insert(
         "type": str(type),
         "message": message,
         "detail": json.dumps(detail),
-        "fingerprint": (
-            server_event_fingerprint(job_id, type, message, detail) if job_id is not None else ""
-        ),
     }
+    if job_column is not None:
+        del values["job_id"]
+        text = canonical_json(_server_event_content(_JOB_SLOT, type, message, detail))
+        values["fingerprint_head"], _, values["fingerprint_tail"] = text.rpartition(_JOB_SLOT)
+    else:
+        values["fingerprint"] = (
+            server_event_fingerprint(job_id, type, message, detail) if job_id is not None else ""
+        )
     if named:
         p = {name: f"%(server_event_{name})s" for name in values}
         params: Any = {f"server_event_{name}": value for name, value in values.items()}
     else:
         p = dict.fromkeys(values, "%s")
         params = list(values.values())
+    if job_column is not None:
+        job = f"{rows}.{job_column}"
+        fingerprint = (
+            f"encode(sha256(convert_to({p['fingerprint_head']}::text || {job}::text"
+            f" || {p['fingerprint_tail']}::text, 'UTF8')), 'hex')"
+        )
+    else:
+        job, fingerprint = f"{p['job_id']}::uuid", p["fingerprint"]
     statement = f"""INSERT INTO qprint_job_event
             (event_id, job_id, device_id, source, type, message, detail, fingerprint)
-        SELECT {p["event_id"]}::uuid, {p["job_id"]}::uuid, NULL, {p["source"]}, {p["type"]},
-               {p["message"]}, {p["detail"]}::jsonb, {p["fingerprint"]}
+        SELECT {p["event_id"]}::uuid, {job}, NULL, {p["source"]}, {p["type"]},
+               {p["message"]}, {p["detail"]}::jsonb, {fingerprint}
         FROM {rows}"""
     return statement, params
 
 
+#: Where the job's id goes in the canonical text of a server event whose job only the statement
+#: knows (:func:`server_event_insert`'s ``job_column``).
+_JOB_SLOT = "job-id-known-to-the-statement"
+
+
+def _server_event_content(job_id: str, type: str, message: str, detail: dict[str, Any]) -> dict:
+    return {"job_id": job_id, "type": type, "message": message, "detail": detail}
+
+
 def server_event_fingerprint(job_id, type: str, message: str, detail: dict[str, Any]) -> str:
     """The fingerprint of a server event (both ways of writing one)."""
-    return fingerprint_of(
-        {"job_id": str(job_id), "type": type, "message": message, "detail": detail}
-    )
+    return fingerprint_of(_server_event_content(str(job_id), type, message, detail))
 
 
 def move_by_server(job: PrintJob, target: str, *, reason: str = "", detail=None) -> bool:

@@ -21,7 +21,7 @@ from django.db import DatabaseError
 from qprint.core import wire
 from qprint.core.errors import QPrintError
 from qprint.domain import device_operations, events
-from qprint.domain.claim import NOT_CLAIMED
+from qprint.domain.claim import NOT_CLAIMED, Told
 from qprint.domain.connection import DeviceState
 from qprint.metrics import instruments
 from qprint.models.serializers import document_path
@@ -185,13 +185,15 @@ class OperationDriver:
             plans.append(plan)
             return plan.push and not (plan.frames or plan.read_settings or plan.deliver_commands)
 
+        session = self.session
         pushed = device_operations.pushed_on_wakeup(
             self.device_id,
             self.connection_id,
             push_now,
             document_path,
-            token_hash=self.session.token_hash,
-            inline_max=self.session.push_inline_max or 0,
+            token_hash=session.token_hash,
+            inline_max=session.push_inline_max or 0,
+            told=Told(*session.sent_control, session.sent_settings_revision, session.pushed_job),
         )
         return plans[0], (NOT_FETCHED if pushed is NOT_CLAIMED else pushed)
 

@@ -74,3 +74,73 @@ def test_a_job_leaving_claimed_while_claims_race_is_never_handed_out_again():
         assert PrintJobEvent.objects.filter(job_id=nxt.job_id, type="CLAIMED").count() == 1
         fresh = {a.claim_id for a in assignments if a.job_id == nxt.job_id}
         assert fresh <= {nxt.claim_id}
+
+
+@pytest.mark.parametrize("raise_priority", [False, True], ids=["same-candidate", "other-candidate"])
+def test_a_claim_whose_lock_waited_on_another_claim_replays_it(raise_priority, caplog):
+    """The claim's one statement reads with the snapshot it started with, before its lock waited:
+    another node's claim committed meanwhile is not seen by its subqueries. The job that claim
+    took fails the UPDATE's own check (``same-candidate``), or, when the statement's candidate
+    is another job (``other-candidate``: the other transaction raised a job's priority, then
+    claimed it), the one-CLAIMED-job constraint fails the whole statement. Either way nothing is
+    written twice: the claim takes the transaction's way and replays the other's assignment."""
+    import threading
+
+    from django.db import connection, transaction
+
+    from tests.processes import wait_until
+
+    device = connect(make_device().device)
+    first, second = submit(device, priority=5), submit(device)
+    holding, release = threading.Event(), threading.Event()
+    held = {}
+
+    def other_node():
+        try:
+            with transaction.atomic():
+                if raise_priority:
+                    PrintJob.objects.filter(pk=second.pk).update(priority=10)
+                held["assignment"] = claim_next_job(device.pk, node="node-b")
+                holding.set()
+                release.wait(30)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=other_node, daemon=True)
+    thread.start()
+    assert holding.wait(30), "the other node did not claim"
+    waited = {}
+
+    def claim_here():
+        try:
+            waited["assignment"] = claim_next_job(device.pk, node="node-a")
+        except BaseException as exc:  # reported to the test below
+            waited["error"] = exc
+        finally:
+            connection.close()
+
+    caplog.set_level("DEBUG", logger="qprint.claim")
+    mine = threading.Thread(target=claim_here, daemon=True)
+    mine.start()
+
+    def lock_waits() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE 'WITH gate AS%%'"
+            )
+            return cursor.fetchone()[0] == 1
+
+    wait_until(lock_waits, 30, message="the claim's statement waiting on the device's lock")
+    release.set()
+    thread.join(30)
+    mine.join(30)
+    assert "error" not in waited, waited
+    taken = held["assignment"]
+    assert taken.job_id == (second.pk if raise_priority else first.pk)
+    assert waited["assignment"] == taken
+    assert PrintJob.objects.filter(device=device, status=JobStatus.CLAIMED).count() == 1
+    assert PrintJobEvent.objects.filter(job__device=device, type="CLAIMED").count() == 1
+    assert PrintJob.objects.get(pk=taken.job_id).attempts == 1
+    raced = [r for r in caplog.records if r.getMessage().startswith("claim_at_once_raced")]
+    assert len(raced) == (1 if raise_priority else 0)

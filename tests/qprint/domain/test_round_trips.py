@@ -1,22 +1,24 @@
-"""Round trips of the job path on PostgreSQL, as docs/PERFORMANCE.md says: a claim and a
-submission are two statements each (BEGIN and COMMIT aside), a replay too; a new device event is
-one statement with no transaction of its own, its replay a transaction. Over HTTP a claim is
-BEGIN, those two statements and COMMIT, an event one statement: the device's token is matched in
-the lock, with no lookup of its own."""
+"""Round trips of the job path on PostgreSQL, as docs/PERFORMANCE.md says: a claim (its replay,
+an empty claim, a refusal) is one statement with no transaction of its own, over HTTP too, the
+device's token matched in its lock; a submission is two statements (BEGIN and COMMIT aside); a new
+device event is one statement with no transaction of its own, its replay a transaction."""
 
 import re
 
 import pytest
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, transaction
+from django.db.models import F
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from qprint import api
 from qprint.core import executor
+from qprint.core.errors import QPrintError, Unauthorized
+from qprint.domain import claim, events
 from qprint.domain.claim import claim_next_job
 from qprint.domain.device_operations import pushed_claim
-from qprint.domain.events import record_device_event
-from qprint.models import PrintJob, PrintJobEvent
+from qprint.domain.events import record_device_event, server_event_fingerprint
+from qprint.models import Device, PrintJob, PrintJobEvent
 from tests.qprint.helpers import (
     PDF,
     connect,
@@ -34,8 +36,6 @@ pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 def postgresql_only():
     if connection.vendor != "postgresql":
         pytest.skip("the one-statement forms are PostgreSQL's (SQLite runs step by step)")
-    from qprint.domain import events
-
     # Which way an event tries first, remembered of an earlier test's device with webhooks.
     events._ANNOUNCING.clear()
 
@@ -58,69 +58,108 @@ def round_trips(func):
     return result, [q["sql"] for q in captured.captured_queries]
 
 
-def test_claim_that_hands_out_a_job_is_two_statements():
+def test_a_claim_that_hands_out_a_job_is_one_round_trip():
+    """The lock, the gate, the claim and its event in one statement, committed by itself: no
+    BEGIN or COMMIT. The event's fingerprint, computed by the statement, is the one the server
+    gives its events."""
     device = connect(make_device().device)
     job = submit(device)
-    assignment, sent = statements(lambda: claim_next_job(device.pk))
+    assignment, sent = round_trips(lambda: claim_next_job(device.pk, node="node-a"))
     assert assignment is not None and assignment.job_id == job.pk
-    assert len(sent) == 2, sent
+    assert len(sent) == 1 and sent[0].lstrip().startswith("WITH gate AS"), sent
+    assert "FOR NO KEY UPDATE" in sent[0]
     job.refresh_from_db()
     assert job.status == "CLAIMED" and job.claim_id == assignment.claim_id
-    assert PrintJobEvent.objects.filter(job=job, type="CLAIMED", source="SERVER").count() == 1
+    assert (job.claim_node, job.attempts) == ("node-a", 1)
+    claimed = PrintJobEvent.objects.get(job=job, type="CLAIMED", source="SERVER")
+    detail = {"claim_id": str(assignment.claim_id), "node": "node-a"}
+    assert claimed.detail == detail
+    assert claimed.fingerprint == server_event_fingerprint(job.pk, "CLAIMED", "", detail)
 
 
 def test_a_pushed_claim_reads_a_small_document_in_its_own_statement():
     device = connect(make_device().device)
     small, large = submit(device, b"%PDF-1.4 small", priority=1), submit(device, PDF * 50)
     token_hash = device.token_hash
-    pushed, sent = statements(
+    pushed, sent = round_trips(
         lambda: pushed_claim(device.pk, str, token_hash=token_hash, inline_max=100)
     )
     body, document = pushed
     assert body["job_id"] == str(small.pk) and document == b"%PDF-1.4 small"
-    assert len(sent) == 2, sent  # the lock, the claim with the document: no read of its own
-    replayed, sent = statements(
+    assert len(sent) == 1, sent  # the lock, the claim with the document: no read of its own
+    replayed, sent = round_trips(
         lambda: pushed_claim(device.pk, str, token_hash=token_hash, inline_max=100)
     )
-    assert replayed == pushed and len(sent) == 2, sent  # the held job's, the same way
+    assert replayed == pushed and len(sent) == 1, sent  # the held job's, the same way
 
     api.cancel_job(small.pk, tenant=device.tenant)
-    (body, document), sent = statements(
+    (body, document), sent = round_trips(
         lambda: pushed_claim(device.pk, str, token_hash=token_hash, inline_max=100)
     )
     assert body["job_id"] == str(large.pk) and body["size"] > 100
-    assert document is None and len(sent) == 2, sent  # larger: the device downloads it
+    assert document is None and len(sent) == 1, sent  # larger: the device downloads it
 
 
 def test_a_pushed_claim_reads_a_document_kept_elsewhere_after_the_claim(settings, tmp_path):
     documents_in_a_storage(settings, tmp_path)
     device = connect(make_device().device)
     submit(device)
-    (_, document), sent = statements(
+    (_, document), sent = round_trips(
         lambda: pushed_claim(device.pk, str, token_hash=device.token_hash, inline_max=100)
     )
-    assert document == PDF and len(sent) == 2, sent  # the file, read after: no statement
+    assert document == PDF and len(sent) == 1, sent  # the file, read after: no statement
 
 
-def test_replayed_and_empty_claims_are_two_statements():
+def test_replayed_and_empty_claims_are_one_round_trip():
     device = connect(make_device().device)
     submit(device)
     first = claim_next_job(device.pk)
-    again, sent = statements(lambda: claim_next_job(device.pk))
-    assert again == first and len(sent) == 2, sent
+    again, sent = round_trips(lambda: claim_next_job(device.pk))
+    assert again == first and len(sent) == 1, sent
 
     idle = connect(make_device(name="idle").device)
-    nothing, sent = statements(lambda: claim_next_job(idle.pk))
-    assert nothing is None and len(sent) == 2, sent
+    nothing, sent = round_trips(lambda: claim_next_job(idle.pk))
+    assert nothing is None and len(sent) == 1, sent
 
 
-def test_claim_skips_a_candidate_lost_meanwhile_in_one_more_round():
+def test_a_refused_claim_is_answered_from_the_row_its_statement_locked():
+    """The gate's refusal and the token's are told from the row the one statement returned, in
+    the gate's order; nothing is claimed."""
+    device = connect(make_device().device)
+    submit(device)
+    Device.objects.filter(pk=device.pk).update(
+        paused=True, control_revision=F("control_revision") + 1
+    )
+
+    def refusal(**kwargs):
+        with CaptureQueriesContext(connection) as captured, pytest.raises(QPrintError) as error:
+            claim_next_job(device.pk, **kwargs)
+        assert len(captured.captured_queries) == 1, captured.captured_queries
+        return error.value
+
+    assert refusal().code == "stale_control"
+    Device.objects.filter(pk=device.pk).update(control_applied_revision=F("control_revision"))
+    assert refusal().code == "paused"
+    assert isinstance(refusal(token_hash="0" * 64), Unauthorized)
+    assert PrintJob.objects.get(device=device).status == "QUEUED"
+
+
+def test_a_claim_in_a_transaction_of_the_callers_is_one_statement_in_a_savepoint():
+    device = connect(make_device().device)
+    job = submit(device)
+    with transaction.atomic():
+        assignment, sent = round_trips(lambda: claim_next_job(device.pk))
+    assert assignment.job_id == job.pk
+    assert [q.split()[0] for q in sent] == ["SAVEPOINT", "WITH", "RELEASE"], sent
+
+
+def test_the_transactions_way_skips_a_candidate_lost_meanwhile_in_one_more_round():
+    """A device the one statement does not serve (its tenant has webhooks, remembered here)
+    claims in a transaction: the lock, then the claim; a candidate read with the lock and lost
+    before the claim (cancelled by another node) costs one more round."""
     device = connect(make_device().device)
     lost, kept = submit(device, priority=5), submit(device)
-
-    # The candidate read with the device's lock is gone by the time the claim statement runs
-    # (cancelled by another node between the two statements).
-    from qprint.domain import claim
+    events.remember_announcing(device.pk)
 
     real = claim._claim_in_one_statement
 
@@ -233,7 +272,10 @@ def test_authenticating_a_device_or_a_key_is_one_statement():
     assert found.pk == key.pk and len(sent) == 1, sent
 
 
-def test_a_tenant_with_webhooks_still_gets_its_deliveries_from_the_same_statements():
+def test_a_tenant_with_webhooks_gets_its_deliveries_from_the_claims_transaction():
+    """The one statement claims nothing for a tenant with an endpoint (the deliveries are
+    written in the claim's transaction): the claim takes that way, and the device's next claims
+    go there first."""
     from qprint.models import WebhookDelivery, WebhookEndpoint
 
     made = make_device()
@@ -242,12 +284,17 @@ def test_a_tenant_with_webhooks_still_gets_its_deliveries_from_the_same_statemen
     )
     connect(made.device)
     job = submit(made.device)
-    assignment, sent = statements(lambda: claim_next_job(made.device.pk))
+    assignment, sent = round_trips(lambda: claim_next_job(made.device.pk))
     assert assignment.job_id == job.pk
     assert WebhookDelivery.objects.filter(type="job.claimed").count() == 1
-    # The lock said the tenant has endpoints: the outbox reads which, the job for the payload, and
-    # writes the delivery.
-    assert len(sent) == 2 + 3, sent
+    # The one statement, then BEGIN, the lock, the claim; the outbox reads which endpoints, the
+    # job for the payload, and writes the delivery; COMMIT.
+    assert sent[0].lstrip().startswith("WITH gate AS") and sent[1] == "BEGIN", sent
+    assert len(sent) == 1 + 2 + 2 + 3 and sent[-1] == "COMMIT", sent
+    assert events.announcing(made.device.pk)
+
+    again, sent = round_trips(lambda: claim_next_job(made.device.pk))
+    assert again == assignment and sent[0] == "BEGIN" and len(sent) == 4, sent
 
 
 def test_a_tenant_with_webhooks_has_its_events_recorded_in_the_moves_transaction():
@@ -264,11 +311,13 @@ def test_a_tenant_with_webhooks_has_its_events_recorded_in_the_moves_transaction
     device = connect(made.device)
     submit(device)
     assignment = claim_next_job(device.pk)
+    assert events.announcing(device.pk)  # the claim's one statement saw the endpoint
+    events._ANNOUNCING.clear()  # the event finds out by itself
     received = event(assignment.claim_id, "RECEIVED")
     outcome, sent = round_trips(lambda: record_device_event(device, assignment.job_id, received))
     assert outcome.created and outcome.job.status == "RECEIVED"
     assert sent[0].lstrip().startswith("WITH gate AS") and sent[1] == "BEGIN", sent
-    assert events._announcing(device.pk)
+    assert events.announcing(device.pk)
 
     printed = event(assignment.claim_id, "PRINTED")
     outcome, sent = round_trips(lambda: record_device_event(device, assignment.job_id, printed))
@@ -287,14 +336,14 @@ def views_on_this_thread(monkeypatch):
 
 
 def assert_locked_by_token(sent: list[str]) -> None:
-    """BEGIN, the lock matching the token's hash, one statement of CTEs, COMMIT: 4 round trips."""
-    assert len(sent) == 4, sent
-    assert (sent[0], sent[-1]) == ("BEGIN", "COMMIT"), sent
-    assert "FOR NO KEY UPDATE" in sent[1] and '"token_hash" =' in sent[1], sent[1]
-    assert sent[2].lstrip().startswith("WITH"), sent[2]
+    """One round trip: the statement locking the row that matches the token's hash, and
+    claiming."""
+    assert len(sent) == 1, sent
+    assert sent[0].lstrip().startswith("WITH gate AS"), sent
+    assert "FOR NO KEY UPDATE" in sent[0] and '"token_hash" =' in sent[0], sent[0]
 
 
-def test_an_http_claim_is_four_round_trips_its_token_matched_in_the_lock(
+def test_an_http_claim_is_one_round_trip_its_token_matched_in_the_lock(
     client, views_on_this_thread
 ):
     made = make_device()
@@ -315,6 +364,25 @@ def test_an_http_claim_is_four_round_trips_its_token_matched_in_the_lock(
     nothing, sent = round_trips(lambda: client.post(claim_url, **idle.auth))
     assert nothing.status_code == 204
     assert_locked_by_token(sent)
+
+    Device.objects.filter(pk=idle.device.pk).update(enabled=False)
+    refused, sent = round_trips(lambda: client.post(claim_url, **idle.auth))
+    assert refused.status_code == 403 and refused.json()["error"] == "disabled"
+    assert_locked_by_token(sent)
+
+
+def test_an_http_claim_with_a_token_no_row_holds_goes_the_one_way_in(client, views_on_this_thread):
+    """The lock matches no row: authenticated the one way in (401, counted by the throttle),
+    with no lock of the transaction's way."""
+    made = make_device()
+    claim_url = reverse("qprint:device-claim")
+    answer, sent = round_trips(
+        lambda: client.post(claim_url, HTTP_AUTHORIZATION="Bearer qpd_wrong")
+    )
+    assert answer.status_code == 401 and answer.json()["error"] == "unauthorized"
+    assert sent[0].lstrip().startswith("WITH gate AS"), sent
+    assert not any("FOR NO KEY UPDATE" in q for q in sent[1:]), sent
+    assert made.device.pk  # the device exists; its token was not the one shown
 
 
 @pytest.fixture

@@ -64,12 +64,12 @@ async def test_a_job_submitted_while_connected_is_pushed_never_woken(device_and_
     assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
 
 
-async def test_a_pushed_wakeup_reads_the_connection_in_the_claims_lock(
+async def test_a_pushed_wakeup_reads_the_connection_and_claims_in_one_statement(
     device_and_token, sockets, monkeypatch
 ):
     """The wakeup of a ready socket in push mode: the device row locked with what the
-    connection's read says (guarded by the socket's connection), then the claim, in one
-    transaction; no read of its own before."""
+    connection's read says (guarded by the socket's connection) and the claim, in one statement
+    committed by itself; no read of its own before."""
     from django.db import connection as db
 
     if db.vendor != "postgresql":
@@ -82,10 +82,35 @@ async def test_a_pushed_wakeup_reads_the_connection_in_the_claims_lock(
     job_id = await adb(submit, device)
     frame = await s.receive()
     assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
-    assert len(statements) == 2, statements
-    lock, claim = statements
-    assert "FOR NO KEY UPDATE" in lock and '"connection_id" = (%s)' in lock, lock
-    assert claim.lstrip().startswith("WITH held AS"), claim
+    assert len(statements) == 1, statements
+    [claim] = statements
+    assert claim.lstrip().startswith("WITH gate AS") and "FOR NO KEY UPDATE" in claim, claim
+    assert '"connection_id" = (%s)' in claim, claim
+
+
+async def test_a_wakeup_whose_row_asks_for_other_frames_sends_them_before_the_assignment(
+    device_and_token, sockets
+):
+    """A command and a job at once: the wakeup's one statement claims nothing (the row has a
+    pending command the socket has not handed out); the command goes out, then the
+    assignment."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    await wait_idle(s, device.pk)
+
+    def command_and_job():
+        from django.db import transaction
+
+        with transaction.atomic():
+            command = api.send_command(device, "REFRESH", {})
+            return str(command.pk), submit(device)
+
+    command_id, job_id = await adb(command_and_job)
+    command = await s.receive()
+    assert (command["type"], command["command_id"]) == ("command", command_id)
+    frame = await s.receive()
+    assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
 
 
 async def test_a_pushed_wakeup_of_a_replaced_connection_closes_it_4000(device_and_token, sockets):
