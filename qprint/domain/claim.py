@@ -23,21 +23,37 @@ How it holds, in one transaction per claim:
    on to the next candidate. The partial unique constraint ``qprint_job_one_claimed_per_device``
    backs the "one CLAIMED job per device" rule in the schema itself.
 
-Round trips (PostgreSQL): two statements between BEGIN and COMMIT. The first locks the device
-row, judges the gate and reads the next candidate (a subquery of the same SELECT; it may be stale
-if the lock had to wait, which costs at most another round, never a wrong answer). The second,
-run once the lock is held and so on a fresh snapshot, is one statement of data-modifying CTEs:
-the held CLAIMED job (the replay) or the guarded ``UPDATE ... WHERE status = 'QUEUED' AND NOT
-EXISTS (held)`` of the candidate with its CLAIMED server event (``INSERT ... SELECT FROM
-claimed``). A candidate lost meanwhile (cancelled, expired) yields neither; the next candidate is
-read again and the second statement repeats. A pushed claim, which sends small documents with
-the assignment, reads the document's bytes in that second statement too (a scalar subquery of its
-last SELECT, where the database keeps documents: :func:`qprint.documents.storage.document_select`).
+Round trips (PostgreSQL): ONE statement, committed by itself (:data:`_AT_ONCE_TAIL`). Its
+first CTE locks the device row as step 1 does and reads its next candidate; the claim is made
+only when that locked row opens the gate (:func:`qprint.core.gate.open_sql`, the SQL form of the
+gate's rule, pinned to :func:`qprint.core.gate.refusal` by a test) and holds the token presented;
+then the held job (the replay) or the guarded UPDATE of the candidate with its CLAIMED server
+event, as below. The locked row is always returned: a refusal is told from it by the gate's own
+function, so a refused claim costs that one round trip too.
+
+The statement's subqueries read the snapshot it started with, which predates its lock when the
+lock had to wait. A claim committed meanwhile is then unseen; the UPDATE checks its candidate's
+own row again (taken: nothing claimed), and a second CLAIMED job of the device is refused by the
+constraint (the statement fails whole). Either way, and for a tenant with webhook endpoints (their
+deliveries are written in the claim's transaction), the claim takes the transaction's way:
+
+Two statements between BEGIN and COMMIT. The first locks the device row, judges the gate and
+reads the next candidate (a subquery of the same SELECT; it may be stale if the lock had to wait,
+which costs at most another round, never a wrong answer). The second, run once the lock is held
+and so on a fresh snapshot, is one statement of data-modifying CTEs: the held CLAIMED job (the
+replay) or the guarded ``UPDATE ... WHERE status = 'QUEUED' AND NOT EXISTS (held)`` of the
+candidate with its CLAIMED server event (``INSERT ... SELECT FROM claimed``). A candidate lost
+meanwhile (cancelled, expired) yields neither; the next candidate is read again and the second
+statement repeats. A pushed claim, which sends small documents with the assignment, reads the
+document's bytes in the claim's statement too (a scalar subquery of its last SELECT, where the
+database keeps documents: :func:`qprint.documents.storage.document_select`).
 
 A socket in push mode woken by a job (:func:`claim_on_wakeup`) locks the row with what the
 connection's read would say of it, guarded by its ``connection_id``, and lets the socket's
-session decide from that row, under the lock, whether to claim: the read and the claim are one
-transaction, the lock its first statement.
+session decide from that row whether to claim. In the one statement, the claim is made when the
+row agrees with what the socket has told its device (:class:`Told`: nothing to send before the
+assignment), and the session decides from the row it returned; a decision to claim that the
+statement did not make is served by the transaction's way.
 
 On SQLite (no data-modifying CTEs) steps 2 and 3 run as separate statements, inside
 ``transaction_mode = "IMMEDIATE"`` transactions, which serialise writers at BEGIN (``FOR UPDATE``
