@@ -113,6 +113,35 @@ async def test_a_wakeup_whose_row_asks_for_other_frames_sends_them_before_the_as
     assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
 
 
+async def test_a_tenant_with_webhooks_gets_its_pushed_jobs_and_their_deliveries(
+    device_and_token, sockets
+):
+    """The wakeup's one statement claims nothing for a tenant with a webhook endpoint (the
+    deliveries are written in the claim's transaction): the session's plan still pushes, the
+    claim taking the transaction's way, and ``job.claimed`` is delivered."""
+    from qprint.domain import events
+    from qprint.models import WebhookDelivery, WebhookEndpoint
+
+    device, token = device_and_token
+    await adb(
+        WebhookEndpoint.objects.create,
+        tenant=device.tenant,
+        url="https://hooks.example.com/q",
+        secret="whsec_x",
+    )
+    events._ANNOUNCING.clear()
+    s = sockets(token)
+    await s.hello_and_ready(push=4096)
+    await wait_idle(s, device.pk)
+    job_id = await adb(submit, device)
+    frame = await s.receive()
+    assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
+    row = await adb(job_row, job_id)
+    assert (row.status, str(row.claim_id)) == ("CLAIMED", frame["claim_id"])
+    claimed = WebhookDelivery.objects.filter(type="job.claimed")
+    assert await adb(claimed.count) == 1
+
+
 async def test_a_pushed_wakeup_of_a_replaced_connection_closes_it_4000(device_and_token, sockets):
     """The claim's lock of a pushed wakeup is guarded by the socket's connection as the read
     was: a row another connection took closes the socket (4000) and claims nothing."""
