@@ -102,16 +102,28 @@ else:
             "timeout": env.float("DATABASE_POOL_TIMEOUT", default=1.5),
         }
         # Server-side prepared statements (docs/PERFORMANCE.md, "Prepared statements"): the job
-        # path's statements are planned once per pooled connection, after this many runs on it.
-        # Django turns them off by default for PgBouncer in transaction mode (DATABASE_POOL=off
-        # keeps that default; DATABASE_PREPARE_THRESHOLD=off turns them off here too).
-        threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="5").strip().lower()
+        # path's statements are prepared on a pooled connection after this many runs on it (0:
+        # at the first), and planned once there: their parameters are keys (ids, token hashes),
+        # so the generic plan is the plan, and planning one cost PostgreSQL more than running it
+        # ("Plans made once per connection"). Django turns preparation off by default for
+        # PgBouncer in transaction mode (DATABASE_POOL=off keeps that default;
+        # DATABASE_PREPARE_THRESHOLD=off turns it off here too; DATABASE_PLAN_CACHE_MODE=auto
+        # gives PostgreSQL's own choice back: five custom plans per connection first).
+        threshold = env.str("DATABASE_PREPARE_THRESHOLD", default="0").strip().lower()
         if threshold != "off":
             if not threshold.isdigit():
                 raise ImproperlyConfigured(
                     f"DATABASE_PREPARE_THRESHOLD must be a whole number or off, not {threshold!r}"
                 )
             DATABASES["default"]["OPTIONS"]["prepare_threshold"] = int(threshold)
+            plan_cache = env.str("DATABASE_PLAN_CACHE_MODE", default="force_generic_plan")
+            if plan_cache not in ("auto", "force_generic_plan", "force_custom_plan"):
+                raise ImproperlyConfigured(
+                    "DATABASE_PLAN_CACHE_MODE must be auto, force_generic_plan or "
+                    f"force_custom_plan, not {plan_cache!r}"
+                )
+            if plan_cache != "auto":
+                DATABASES["default"]["OPTIONS"]["options"] = f"-c plan_cache_mode={plan_cache}"
 
 REDIS_URL = env.str("REDIS_URL", default="")
 if REDIS_URL:

@@ -26,10 +26,13 @@ if SERVICES.database_url:
     DATABASES = {"default": environ.Env.db_url_config(SERVICES.database_url)}
     DATABASES["default"]["TEST"] = {"NAME": f"test_qprint_{RUN_ID}"}
     if "postgresql" in DATABASES["default"]["ENGINE"]:
-        # Every statement the job path binds on the server is prepared at its first run, so the
-        # suite meets what a pooled node meets after five (docs/PERFORMANCE.md, "Prepared
-        # statements").
-        DATABASES["default"]["OPTIONS"] = {"prepare_threshold": 0}
+        # Every statement the job path binds on the server is prepared at its first run and
+        # planned once, generic, as on a pooled node of the example project (docs/PERFORMANCE.md,
+        # "Prepared statements").
+        DATABASES["default"]["OPTIONS"] = {
+            "prepare_threshold": 0,
+            "options": "-c plan_cache_mode=force_generic_plan",
+        }
     if os.environ.get("QPRINT_TEST_POOL") == "on":
         # The nodes the tests start run the example project's pool; the test process itself
         # does not by default: tests that fork (qcluster's lease races) cannot share one.

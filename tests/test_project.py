@@ -131,3 +131,90 @@ def test_without_a_secret_key_and_debug_off_the_project_refuses_to_start(secret_
             check, env={**env, **extra}, capture_output=True, text=True, timeout=60
         )
         assert started.returncode == 0, started.stderr
+
+
+def _pooled_session(**env_vars):
+    """A process of the example project on the test's PostgreSQL (the pool on, as deployed):
+    what its connection says of preparation and planning, one ``key=value`` per line."""
+    import os
+    import subprocess
+
+    from django.db import connection
+
+    from tests.processes import REPO_ROOT, database_url_of
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "SECRET_KEY": "test",
+        "DATABASE_URL": database_url_of(connection.settings_dict),
+        "DATABASE_POOL": "on",
+        **env_vars,
+    }
+    code = (
+        "import django; django.setup()\n"
+        "from django.db import connection\n"
+        "with connection.cursor() as c:\n"
+        "    c.execute('SHOW plan_cache_mode'); print('plan_cache_mode=' + c.fetchone()[0])\n"
+        "print('prepare_threshold=%s' % connection.connection.prepare_threshold)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.mark.services
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("env_vars", "expected"),
+    [
+        ({}, ["plan_cache_mode=force_generic_plan", "prepare_threshold=0"]),
+        ({"DATABASE_PLAN_CACHE_MODE": "auto"}, ["plan_cache_mode=auto", "prepare_threshold=0"]),
+        ({"DATABASE_PREPARE_THRESHOLD": "5"}, ["plan_cache_mode=force_generic_plan",
+                                               "prepare_threshold=5"]),
+        ({"DATABASE_PREPARE_THRESHOLD": "off"}, ["plan_cache_mode=auto", "prepare_threshold=None"]),
+    ],
+)  # fmt: skip
+def test_a_pooled_node_prepares_the_job_path_at_once_and_plans_it_once(env_vars, expected):
+    """The example project's pooled connections prepare a server-bound statement at its first
+    run and keep one generic plan for it (docs/PERFORMANCE.md, "Plans made once per
+    connection"); each can be given back to psycopg's and PostgreSQL's defaults."""
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("prepared statements and plan_cache_mode are PostgreSQL's")
+    result = _pooled_session(**env_vars)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == expected
+
+
+def test_a_plan_cache_mode_postgresql_does_not_know_is_refused_by_name():
+    import os
+    import subprocess
+
+    from tests.processes import REPO_ROOT
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "SECRET_KEY": "test",
+        "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
+        "DATABASE_PLAN_CACHE_MODE": "generic",
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0
+    assert "DATABASE_PLAN_CACHE_MODE must be auto, force_generic_plan or force_custom_plan" in (
+        result.stderr
+    )
