@@ -398,7 +398,8 @@ async def test_end_to_end(cluster, bench_result):
 DEPLOYMENT = {
     "command": "daphne -b 127.0.0.1 -p <port> --proxy-headers example_project.asgi:application",
     "settings": "example_project.settings defaults: DEBUG off, LOG_LEVEL INFO (key=value lines "
-    "to a file), psycopg pool max 10, heartbeat 20 s",
+    "to a file), psycopg pool max 10, statements prepared at their first run with one generic "
+    "plan per connection, heartbeat 20 s",
     "postgresql": "private server of the benchmark (tests/bench/postgres.py), PostgreSQL 15 "
     "defaults, pg_stat_statements",
 }
