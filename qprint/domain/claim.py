@@ -401,6 +401,22 @@ def _assignment_of_row(row, document_read: bool) -> Assignment:
     )
 
 
+def _handed_out(row, document_read: bool, device: Device, claim_id, node: str) -> Assignment:
+    """The assignment of a claim statement's row (``held``: a replay, logged; ``claimed``: the
+    job moved by this claim, announced: :func:`_claimed`)."""
+    assignment = _assignment_of_row(row, document_read)
+    if row[0] == "held":
+        logger.debug(
+            "claim_replayed job=%s device=%s claim=%s",
+            assignment.job_id,
+            device.pk,
+            assignment.claim_id,
+        )
+    else:
+        _claimed(assignment.job_id, device, claim_id, node, bool(row[11]))
+    return assignment
+
+
 def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL); with ``inline_max``, the
     document read in it too (where the database keeps it)."""
@@ -430,19 +446,8 @@ def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -
         if document_read:
             params["inline_max"] = inline_max
         rows = prepared.fetch(statement, params)
-        row = rows[0] if rows else None
-        if row is not None:
-            assignment = _assignment_of_row(row, document_read)
-            if row[0] == "held":
-                logger.debug(
-                    "claim_replayed job=%s device=%s claim=%s",
-                    assignment.job_id,
-                    device.pk,
-                    assignment.claim_id,
-                )
-            else:
-                _claimed(assignment.job_id, device, claim_id, node, bool(row[11]))
-            return assignment
+        if rows:
+            return _handed_out(rows[0], document_read, device, claim_id, node)
         if candidate is None:
             return None
         # The candidate was cancelled or expired meanwhile: read the next one afresh.
@@ -595,17 +600,7 @@ def _at_once(
         events.remember_announcing(hint)
     if got[0] is None:
         return _Found(device, None)
-    assignment = _assignment_of_row(got, document)
-    if got[0] == "held":
-        logger.debug(
-            "claim_replayed job=%s device=%s claim=%s",
-            assignment.job_id,
-            device.pk,
-            assignment.claim_id,
-        )
-    else:
-        _claimed(assignment.job_id, device, claim_id, node, bool(got[11]))
-    return _Found(device, assignment)
+    return _Found(device, _handed_out(got, document, device, claim_id, node))
 
 
 def _answer(found: _Found) -> Assignment | None:
