@@ -23,7 +23,7 @@ How it holds, in one transaction per claim:
    on to the next candidate. The partial unique constraint ``qprint_job_one_claimed_per_device``
    backs the "one CLAIMED job per device" rule in the schema itself.
 
-Round trips (PostgreSQL): ONE statement, committed by itself (:data:`_AT_ONCE_TAIL`). Its
+Round trips (PostgreSQL): ONE statement, committed by itself (:func:`_at_once_sql`). Its
 first CTE locks the device row as step 1 does and reads its next candidate; the claim is made
 only when that locked row opens the gate (:func:`qprint.core.gate.open_sql`, the SQL form of the
 gate's rule, pinned to :func:`qprint.core.gate.refusal` by a test) and holds the token presented;
@@ -247,7 +247,7 @@ def claim_on_wakeup(
     *,
     token_hash: str,
     inline_max: int,
-    told: Told | None = None,
+    told: Told,
 ) -> Assignment | NotClaimed | None:
     """The wakeup of a socket in push mode: the device row locked as the claim locks it, read
     with what :func:`qprint.domain.connection.read` would say of the connection
@@ -256,37 +256,37 @@ def claim_on_wakeup(
     claim as :func:`claim_next_job` makes it for ``token_hash`` and ``inline_max``. Returns the
     assignment, None (nothing to hand out), or :data:`NOT_CLAIMED` (not asked to).
 
-    With ``told`` (what the socket has told its device), on PostgreSQL, it is ONE statement: the
-    lock, the read and the claim, made when the row agrees with ``told`` (:class:`Told`) and the
-    gate is open; ``decide`` then judges the row that statement read. A plan that wants a claim
-    the statement did not make (the row changed, a candidate lost, a tenant with webhooks) gets
-    it from :func:`claim_next_job`'s transaction. Without ``told``, or elsewhere: the lock, then
-    ``decide`` on the locked row, then the claim, in one transaction."""
+    On PostgreSQL it is ONE statement: the lock, the read and the claim, made when the row agrees
+    with ``told`` (what the socket has told its device: :class:`Told`) and the gate is open;
+    ``decide`` then judges the row that statement read. A plan that wants a claim the statement
+    did not make (the row changed, a candidate lost, a tenant with webhooks) gets it from
+    :func:`claim_next_job`'s transaction. When the statement is not tried (SQLite, a device the
+    webhook hint sends the transaction's way) or lost a race: the lock, then ``decide`` on the
+    locked row, then the claim, in one transaction."""
     node = cluster.node_id()
-    if told is not None:
-        lock_values = {"device_id": device_id, "connection_id": connection_id}
-        found = _at_once(
-            _AT_ONCE_ON_WAKEUP, lock_values, device_id, node, inline_max, token_hash, told
-        )
-        if found is not None:
-            if found.device is None:
-                raise connections.Replaced(
-                    f"device {device_id}: connection {connection_id} replaced"
-                )
-            wanted = decide(connections.state_of(found.device))
-            if found.assignment is not None:
-                return found.assignment
-            if not wanted:
-                return NOT_CLAIMED
-            return _claim_in_transaction(device_id, node, token_hash, inline_max)
+    lock_values = {"device_id": device_id, "connection_id": connection_id}
+    found = _at_once(_AT_ONCE_ON_WAKEUP, lock_values, device_id, node, inline_max, token_hash, told)
+    if found is not None:
+        if found.device is None:
+            raise _replaced(device_id, connection_id)
+        wanted = decide(connections.state_of(found.device))
+        if found.assignment is not None:
+            return found.assignment
+        if not wanted:
+            return NOT_CLAIMED
+        return _claim_in_transaction(device_id, node, token_hash, inline_max)
     with transaction.atomic():
-        locked = _LOCK_DEVICE_ON_WAKEUP.first(device_id=device_id, connection_id=connection_id)
+        locked = _LOCK_DEVICE_ON_WAKEUP.first(**lock_values)
         if locked is None:
-            raise connections.Replaced(f"device {device_id}: connection {connection_id} replaced")
+            raise _replaced(device_id, connection_id)
         if not decide(connections.state_of(locked)):
             return NOT_CLAIMED
         credentials.require_token(locked.token_hash, locked.enabled, token_hash)
         return _claim_locked(locked, node, inline_max)
+
+
+def _replaced(device_id: int, connection_id: uuid.UUID) -> connections.Replaced:
+    return connections.Replaced(f"device {device_id}: connection {connection_id} replaced")
 
 
 def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignment | None:
@@ -345,37 +345,58 @@ def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
 
 _COLUMNS = "id, claim_id, printer, title, content_type, size, sha256, options, priority, created_at"
 
-#: Step 2 and 3 in one statement (PostgreSQL): the held job, or the candidate claimed with its
-#: server event. The guard is in the UPDATE's WHERE: still claimable (QUEUED, unexpired:
+#: Steps 2 and 3 as CTEs, for the device and candidate of the SQL expressions ``{device}`` and
+#: ``{candidate}``: the held job, or the candidate claimed with its server event (``{event}``,
+#: filled per call). The guard is in the UPDATE's WHERE: still claimable (QUEUED, unexpired:
 #: ``raw.claimable_job``, the queryset's predicate) and no job of the device CLAIMED (the partial
 #: unique constraint backs the same rule in the schema).
-_CLAIM_SQL = f"""
-WITH held AS (
+_HANDOUT_CTES = f"""held AS (
     SELECT {_COLUMNS} FROM qprint_job
-    WHERE device_id = %(device)s AND {{held}}
+    WHERE device_id = {{device}} AND {{held}}
     LIMIT 1
 ), claimed AS (
     UPDATE qprint_job
-    SET status = %(claimed_status)s, claim_id = %(claim_id)s, claim_node = %(node)s,
-        claimed_at = now(), attempts = attempts + 1
-    WHERE id = %(candidate)s AND device_id = %(device)s AND {{claimable}}
+    SET status = %(claimed_status)s::text, claim_id = %(claim_id)s::uuid,
+        claim_node = %(node)s::text, claimed_at = now(), attempts = attempts + 1
+    WHERE id = {{candidate}} AND device_id = {{device}} AND {{claimable}}
       AND NOT EXISTS (SELECT 1 FROM held)
     RETURNING {_COLUMNS}, COALESCE(waited_until > now(), false) AS waited
 ), recorded AS (
     {{event}}
     RETURNING job_id
-)
-SELECT 'held', {_COLUMNS}, false, {{document:held}} FROM held
-UNION ALL
-SELECT 'claimed', {_COLUMNS}, waited, {{document:claimed}} FROM claimed
-WHERE EXISTS (SELECT 1 FROM recorded)
-"""
+)"""
+#: The claim's row from those CTEs (what :func:`_assignment_of_row` reads): the held job unless
+#: it is ``{pushed}``, or the job this claim moved.
+_HANDED_OUT = f"""SELECT 'held' AS got, {_COLUMNS}, false AS waited, {{document:held}} AS document
+    FROM held WHERE held.id IS DISTINCT FROM {{pushed}}
+    UNION ALL
+    SELECT 'claimed', {_COLUMNS}, waited, {{document:claimed}} FROM claimed
+    WHERE EXISTS (SELECT 1 FROM recorded)"""
 
 
-def _document_column(rows: str, inline_max: int | None) -> str:
+def _handout(device: str, candidate: str, pushed: str, document: bool) -> tuple[str, str]:
+    """:data:`_HANDOUT_CTES` and :data:`_HANDED_OUT` for these SQL expressions, the shared
+    predicates in place, ``{event}`` left to fill. ``document``: the claim's row carries the
+    document's bytes when it has at most ``%(inline_max)s`` bytes (else NULL)."""
+    ctes = (
+        _HANDOUT_CTES.replace("{device}", device)
+        .replace("{candidate}", candidate)
+        .replace("{held}", raw.held_job("qprint_job"))
+        .replace("{claimable}", raw.claimable_job("qprint_job"))
+    )
+    handed_out = (
+        _HANDED_OUT.replace("{pushed}", pushed)
+        .replace("{document:held}", _document_column("held", document))
+        .replace("{document:claimed}", _document_column("claimed", document))
+    )
+    return ctes, handed_out
+
+
+def _document_column(rows: str, document: bool) -> str:
     """The last column of the claim's row: the document of the job of ``rows`` (``held`` or
-    ``claimed``) when it has at most ``inline_max`` bytes and the database keeps it, else NULL."""
-    select = storage.document_select(f"{rows}.id") if inline_max is not None else None
+    ``claimed``) when ``document`` is asked for, it has at most ``inline_max`` bytes and the
+    database keeps it, else NULL."""
+    select = storage.document_select(f"{rows}.id") if document else None
     if select is None:
         return "NULL::bytea"
     return f"CASE WHEN {rows}.size <= %(inline_max)s THEN {select} END"
@@ -420,12 +441,8 @@ def _handed_out(row, document_read: bool, device: Device, claim_id, node: str) -
 def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL); with ``inline_max``, the
     document read in it too (where the database keeps it)."""
-    template = (
-        _CLAIM_SQL.replace("{claimable}", raw.claimable_job("qprint_job"))
-        .replace("{held}", raw.held_job("qprint_job"))
-        .replace("{document:held}", _document_column("held", inline_max))
-        .replace("{document:claimed}", _document_column("claimed", inline_max))
-    )
+    ctes, handed_out = _handout("%(device)s", "%(candidate)s", "NULL::uuid", inline_max is not None)
+    template = f"WITH {ctes}\n{handed_out}"
     document_read = "%(inline_max)s" in template
     candidate = device.next_job_id
     for _attempt in range(_MAX_CANDIDATES):
@@ -468,8 +485,9 @@ def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -
 #: (:func:`qprint.core.gate.open_sql`, the rule of :func:`qprint.core.gate.refusal`), the token
 #: still the device's when one is given, no webhook endpoint of the tenant (whose deliveries are
 #: written in the claim's transaction), and, for a wakeup, the row agreeing with what the socket
-#: told its device (:class:`Told`). Then, as :data:`_CLAIM_SQL`: the held job (not the one last
-#: pushed), or the candidate moved to CLAIMED with its server event. The row of ``gate`` is always
+#: told its device (:class:`Told`). Then the transaction's way's CTEs (:func:`_handout`), for the
+#: device and candidate ``go`` found: the held job (not the one last pushed), or the candidate
+#: moved to CLAIMED with its server event. The row of ``gate`` is always
 #: returned, so the caller answers a refusal from it; the claim's columns follow when one was made.
 #:
 #: The subqueries of one statement share its snapshot, taken before the lock: when the lock had
@@ -478,7 +496,7 @@ def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -
 #: CLAIMED job of the device is refused by ``qprint_job_one_claimed_per_device``: the statement
 #: fails whole, writes nothing, and the claim takes the transaction's way, which locks first and
 #: then reads.
-_AT_ONCE_TAIL = """, go AS (
+_AT_ONCE_GO = """go AS (
     SELECT gate.id, gate.next_job_id FROM gate
     WHERE NOT gate.announced AND {gate_open}
       AND (%(token_hash)s::text IS NULL OR gate.token_hash = %(token_hash)s::text)
@@ -487,28 +505,7 @@ _AT_ONCE_TAIL = """, go AS (
                AND gate.paused = %(told_paused)s::boolean
                AND gate.settings_revision <= %(told_settings)s::integer
                AND NOT gate.command_pending))
-), held AS (
-    SELECT {columns} FROM qprint_job
-    WHERE device_id = (SELECT id FROM go) AND {held}
-    LIMIT 1
-), claimed AS (
-    UPDATE qprint_job
-    SET status = %(claimed_status)s::text, claim_id = %(claim_id)s::uuid,
-        claim_node = %(node)s::text, claimed_at = now(), attempts = attempts + 1
-    WHERE id = (SELECT next_job_id FROM go) AND device_id = (SELECT id FROM go) AND {claimable}
-      AND NOT EXISTS (SELECT 1 FROM held)
-    RETURNING {columns}, COALESCE(waited_until > now(), false) AS waited
-), recorded AS (
-    {event}
-    RETURNING job_id
-), got AS (
-    SELECT 'held' AS got, {columns}, false AS waited, {document:held} AS document FROM held
-    WHERE held.id IS DISTINCT FROM %(told_pushed)s::uuid
-    UNION ALL
-    SELECT 'claimed', {columns}, waited, {document:claimed} FROM claimed
-    WHERE EXISTS (SELECT 1 FROM recorded)
-)
-SELECT gate.*, got.* FROM gate LEFT JOIN got ON true""".replace("{columns}", _COLUMNS)
+)"""
 #: The columns ``got`` adds to the lock's: what :func:`_assignment_of_row` reads.
 _GOT_COLUMNS = 13
 _NAMED = re.compile(r"%\((\w+)\)s")
@@ -519,14 +516,13 @@ def _at_once_sql(lock_sql: str, event_sql: str, document: bool) -> tuple[str, li
     """The statement around the lock's compiled SELECT (positional placeholders, as the tail's
     become) and the names of the tail's values in order. ``document``: the claim reads the
     document's bytes (where the database keeps them)."""
-    inline_max = 0 if document else None
+    ctes, handed_out = _handout(
+        "(SELECT id FROM go)", "(SELECT next_job_id FROM go)", "%(told_pushed)s::uuid", document
+    )
+    go = _AT_ONCE_GO.replace("{gate_open}", gate.open_sql("gate"))
     tail = (
-        _AT_ONCE_TAIL.replace("{gate_open}", gate.open_sql("gate"))
-        .replace("{claimable}", raw.claimable_job("qprint_job"))
-        .replace("{held}", raw.held_job("qprint_job"))
-        .replace("{document:held}", _document_column("held", inline_max))
-        .replace("{document:claimed}", _document_column("claimed", inline_max))
-        .replace("{event}", event_sql)
+        f", {go}, {ctes.replace('{event}', event_sql)}, got AS (\n    {handed_out}\n)\n"
+        "SELECT gate.*, got.* FROM gate LEFT JOIN got ON true"
     )
     lock = f"{lock_sql} FOR NO KEY UPDATE OF qprint_device"
     return f"WITH gate AS ({lock}){_NAMED.sub('%s', tail)}", _NAMED.findall(tail)
@@ -554,7 +550,7 @@ def _at_once(
     token_hash: str | None = None,
     told: Told | None = None,
 ) -> _Found | None:
-    """The claim in one statement (:data:`_AT_ONCE_TAIL`), committed by itself (in a savepoint
+    """The claim in one statement (:func:`_at_once_sql`), committed by itself (in a savepoint
     when the caller's transaction holds it); None when not tried (SQLite; a device whose tenant
     has webhooks, by ``hint``: :func:`qprint.domain.events.announcing`) or when the statement
     failed on the one-CLAIMED-job constraint (a claim it could not see won): the caller takes

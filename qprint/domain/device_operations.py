@@ -91,11 +91,11 @@ def pushed_on_wakeup(
     *,
     token_hash: str,
     inline_max: int,
-    told: Told | None = None,
+    told: Told,
 ) -> tuple[dict[str, Any], bytes | None] | NotClaimed | None:
     """A wakeup of a socket in push mode (:func:`qprint.domain.claim.claim_on_wakeup`): the
     connection's state read in the claim's lock, and, when ``decide(state)`` says so, the claim
-    :func:`pushed_claim` makes, in the same transaction (``told``: in the same statement).
+    :func:`pushed_claim` makes, in the same statement (``told``: what the socket told its device).
     What :func:`pushed_claim` returns, or :data:`~qprint.domain.claim.NOT_CLAIMED`."""
     assignment = claim_on_wakeup(
         device_id, connection_id, decide, token_hash=token_hash, inline_max=inline_max, told=told
