@@ -25,6 +25,7 @@ connection's prepared statements; the example project turns it on with its pool.
 from __future__ import annotations
 
 import functools
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -203,6 +204,16 @@ class PreparedInsert:
                 compiled = self._compiled = self._compiled or self._compile()
         sql, params, names = compiled
         return sql, _bind(params, names, connections[self.using], values)
+
+
+_NAMED = re.compile(r"%\((\w+)\)s")
+
+
+def positional(sql: str) -> tuple[str, list[str]]:
+    """``sql`` with its named placeholders (``%(name)s``) made positional (``%s``), and their
+    names in order (a name used twice is listed twice): for a statement whose values are named
+    after a compiled queryset's positional ones, as the first CTE of a larger statement."""
+    return _NAMED.sub("%s", sql), _NAMED.findall(sql)
 
 
 def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:

@@ -62,7 +62,6 @@ is a no-op there). Nothing else writes ``claim_id``, ``claim_node`` or moves a j
 
 import functools
 import logging
-import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -508,7 +507,6 @@ _AT_ONCE_GO = """go AS (
 )"""
 #: The columns ``got`` adds to the lock's: what :func:`_assignment_of_row` reads.
 _GOT_COLUMNS = 13
-_NAMED = re.compile(r"%\((\w+)\)s")
 
 
 @functools.cache
@@ -525,7 +523,8 @@ def _at_once_sql(lock_sql: str, event_sql: str, document: bool) -> tuple[str, li
         "SELECT gate.*, got.* FROM gate LEFT JOIN got ON true"
     )
     lock = f"{lock_sql} FOR NO KEY UPDATE OF qprint_device"
-    return f"WITH gate AS ({lock}){_NAMED.sub('%s', tail)}", _NAMED.findall(tail)
+    tail, names = prepared.positional(tail)
+    return f"WITH gate AS ({lock}){tail}", names
 
 
 @dataclass(frozen=True)

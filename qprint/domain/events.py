@@ -48,7 +48,6 @@ import copy
 import functools
 import json
 import logging
-import re
 import time
 import uuid
 from dataclasses import dataclass
@@ -653,7 +652,6 @@ _AT_ONCE_ROW = (
     "(%(event_id{n})s::uuid, %(type{n})s::text, %(message{n})s::text, %(detail{n})s::jsonb,"
     " %(occurred_at{n})s::timestamptz, %(fingerprint{n})s::text, {n})"
 )
-_NAMED = re.compile(r"%\((\w+)\)s")
 #: What the tail adds to the lock's columns: the event's id, its row's id and time, the move,
 #: ``queued``.
 _AT_ONCE_COLUMNS = 8
@@ -677,7 +675,7 @@ def _at_once_tail(count: int) -> tuple[str, list[str]]:
         .replace("{later}", " AND NOT EXISTS (SELECT 1 FROM later)" if count > 1 else "")
         .replace("{on_conflict}", "ON CONFLICT (event_id) DO NOTHING\n    " if count == 1 else "")
     )
-    return _NAMED.sub("%s", tail), _NAMED.findall(tail)
+    return prepared.positional(tail)
 
 
 @functools.cache
