@@ -171,9 +171,11 @@ def poll(device_code: str, *, source: str) -> Grant:
     refusal: EnrolmentRefused | None = None
     grant: Grant | None = None
     with transaction.atomic():
+        # The device is read after the lock, in a statement of its own: a join here would read
+        # it from the snapshot taken before the lock waited on an approval, without the device
+        # that approval made.
         row = (
             Enrolment.objects.select_for_update(of=("self",))
-            .select_related("device")
             .filter(pk=found)
             .annotate(db_now=Now())
             .first()
@@ -198,7 +200,7 @@ def poll(device_code: str, *, source: str) -> Grant:
             refusal = EnrolmentRefused(
                 "authorization_pending", "Waiting for an operator to approve the code."
             )
-        elif row.device is None:  # approved, then the device was deleted
+        elif row.device_id is None:  # approved, then the device was deleted
             refusal = EnrolmentRefused("access_denied", "The enrolled device was deleted.")
         else:
             token = credentials.rotate_device_token(row.device)

@@ -74,3 +74,60 @@ def test_one_code_approved_by_several_operators_at_once_makes_one_device():
         assert len(approved) == 1, results
         assert all(isinstance(r, NotFound) for r in results if r not in approved)
         assert Device.objects.filter(name__startswith=f"r{round_}-").count() == 1
+
+
+def test_a_poll_waiting_on_the_approval_gets_the_new_device_s_token():
+    """The agent's poll arrives while the approval's transaction holds the enrolment row: its
+    lock waits, and once the approval commits it must see the device the approval made (a
+    device read in the locking statement would come from the snapshot taken before the wait,
+    and the poll would answer ``access_denied`` as if the device had been deleted)."""
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    from django.db import transaction
+
+    from tests.processes import wait_until
+
+    started = enrolment.start({"hostname": "h"}, source="192.0.2.1")
+    approving, commit = threading.Event(), threading.Event()
+    answers: dict = {}
+
+    def approve() -> None:
+        try:
+            with transaction.atomic():
+                enrolment.approve(
+                    started.user_code, source="198.51.100.1", actor="x", tenant="acme", name="late"
+                )
+                approving.set()
+                commit.wait(30)
+        finally:
+            connection.close()
+
+    def poll() -> None:
+        try:
+            answers["poll"] = enrolment.poll(started.device_code, source="10.0.0.1")
+        except Exception as exc:  # the refusal is the answer
+            answers["poll"] = exc
+        finally:
+            connection.close()
+
+    approver = threading.Thread(target=approve)
+    approver.start()
+    assert approving.wait(30), "the approval did not run"
+    poller = threading.Thread(target=poll)
+    poller.start()
+
+    def poll_waits() -> bool:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE '%%qprint_enrolment%%'"
+            )
+            return cursor.fetchone()[0] == 1
+
+    wait_until(poll_waits, 30, message="the poll waiting on the approval's lock")
+    commit.set()
+    approver.join(30)
+    poller.join(30)
+    grant = answers["poll"]
+    assert isinstance(grant, enrolment.Grant), grant
+    assert credentials.device_for_token(grant.token).name == "late"
