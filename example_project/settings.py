@@ -212,6 +212,8 @@ if env.str("QPRINT_RENDER_WORKERS", default=""):
     QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
 
 # CloudPRNT printers (docs/CLOUDPRNT.md).
+if env.str("QPRINT_EXPIRY_SECONDS", default=""):
+    QPRINT["EXPIRY_SECONDS"] = env.float("QPRINT_EXPIRY_SECONDS")
 if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):
     QPRINT["CLOUDPRNT_CONFIRM_SECONDS"] = env.float("QPRINT_CLOUDPRNT_CONFIRM_SECONDS")
 if env.str("QPRINT_CLOUDPRNT_POLL_SECONDS", default=""):

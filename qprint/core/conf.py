@@ -105,6 +105,12 @@ SETTINGS: tuple[Setting, ...] = (
     count(
         "JOB_RETENTION_DAYS", 30, "Final jobs older than this are deleted by the retention task."
     ),
+    seconds(
+        "EXPIRY_SECONDS",
+        30,
+        "How often the expiry task runs (jobs past expires_at, unconfirmed CloudPRNT jobs, "
+        "device commands past JOB_TTL_SECONDS); read when the process starts.",
+    ),
     count(
         "MAX_FRAME_BYTES",
         64 * 1024,

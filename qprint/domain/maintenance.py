@@ -35,7 +35,6 @@ MAX_BATCHES = 25
 
 EXPIRE_TASK = "qprint.expire-jobs"
 RETENTION_TASK = "qprint.delete-old-jobs"
-EXPIRE_EVERY = timedelta(seconds=30)
 RETENTION_EVERY = timedelta(hours=1)
 
 
@@ -108,6 +107,8 @@ def retain() -> None:
 
 
 def register_tasks() -> None:
-    """Register both tasks as qcluster singleton tasks (called from ``QPrintConfig.ready``)."""
-    cluster.register_task(EXPIRE_TASK, EXPIRE_EVERY, expire)
+    """Register both tasks as qcluster singleton tasks (called from ``QPrintConfig.ready``); the
+    expiry task runs every ``QPRINT["EXPIRY_SECONDS"]``."""
+    every = timedelta(seconds=qprint_settings.EXPIRY_SECONDS)
+    cluster.register_task(EXPIRE_TASK, every, expire)
     cluster.register_task(RETENTION_TASK, RETENTION_EVERY, retain)

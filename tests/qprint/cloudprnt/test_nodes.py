@@ -44,6 +44,7 @@ def nodes(transactional_db, subprocess_env):
         "REDIS_URL": redis.url,
         "QPRINT_HEARTBEAT_SECONDS": "1",
         "QPRINT_CLOUDPRNT_CONFIRM_SECONDS": "1",
+        "QPRINT_EXPIRY_SECONDS": "1",
         "QPRINT_WEBHOOK_ALLOW_HTTP": "1",
         "QPRINT_WEBHOOK_ALLOWED_HOSTS": "127.0.0.1",
     }

@@ -131,6 +131,13 @@ def test_render_bounds_must_be_positive_integers(key):
     assert ids(**{key: "5"}) == ["qprint.E003"]
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"), [(0, ["qprint.E003"]), ("30", ["qprint.E003"]), (0.5, [])]
+)
+def test_the_expiry_period_is_a_positive_number_of_seconds(value, expected):
+    assert ids(EXPIRY_SECONDS=value) == expected
+
+
 def test_render_memory_below_what_pdfium_needs_is_named():
     assert ids(RENDER_MEMORY_BYTES=32 * 1024 * 1024) == ["qprint.E021"]
     assert ids(RENDER_MEMORY_BYTES=0) == ["qprint.E003"]

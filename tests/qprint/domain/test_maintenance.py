@@ -111,6 +111,21 @@ def test_both_tasks_are_registered_as_singleton_tasks():
     assert registered[maintenance.EXPIRE_TASK].func is maintenance.expire
     assert registered[maintenance.RETENTION_TASK].func is maintenance.retain
     assert registered[maintenance.EXPIRE_TASK].lease_name == "task:qprint.expire-jobs"
+    assert registered[maintenance.EXPIRE_TASK].every == timedelta(seconds=30)
+
+
+def test_the_expiry_period_is_a_setting(settings):
+    settings.QPRINT = {"EXPIRY_SECONDS": 1.5}
+    try:
+        maintenance.register_tasks()
+        registered = {t.name: t for t in tasks.registered()}
+        assert registered[maintenance.EXPIRE_TASK].every == timedelta(seconds=1.5)
+    finally:
+        settings.QPRINT = {}
+        maintenance.register_tasks()
+    assert {t.name: t for t in tasks.registered()}[maintenance.EXPIRE_TASK].every == timedelta(
+        seconds=30
+    )
 
 
 def test_unfinished_commands_expire_after_the_job_ttl(device):
