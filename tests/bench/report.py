@@ -205,6 +205,11 @@ FIGURES = [
      "submit_job_in_process",
      [("figures", "cpu_ms_per_submission"), ("figures", "cpu_over_floor"),
       ("figures", "wall", "p50_ms"), ("figures", "wall", "p99_ms")], ""),
+    ("a database call, node CPU (µs): the hand-off alone, with the node's wrapping, with "
+     "SELECT 1 (pooled); SELECT 1 on a thread, connection kept; on the loop's thread",
+     "database_call_handoff",
+     [("figures", w, "cpu_us_per_call") for w in ("hop", "threads", "statement", "kept", "inline")],
+     ""),
     ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
      "end_to_end@devices200",
      [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),

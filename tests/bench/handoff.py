@@ -1,0 +1,129 @@
+"""What one database call costs a node before its statement: the hand-off from the event loop to
+a database thread and back, the pool's connection, Django's connect and cursor (benchmark 15 of
+docs/PERFORMANCE.md, run by ``bench_handoff.py`` in a process of the example project's own).
+
+    DEBUG=1 DATABASE_URL=postgres://... python -m tests.bench.handoff [calls]
+
+Prints one JSON object: for each way of making a call, the process's CPU per call (all its
+threads, ``RUSAGE_SELF``) and the wall time per call (p50/p99), measured in interleaved rounds so
+that each way sees the same machine:
+
+- ``hop``: ``Workers.run`` of a function that does nothing: the loop puts the call on a queue, a
+  thread wakes, runs it and hands the result back to the loop (``call_soon_threadsafe``);
+- ``threads``: ``DatabaseThreads.run`` of the same: the hop with what the node wraps around every
+  database call (the caller's context, the connection given back to the pool);
+- ``statement``: ``DatabaseThreads.run`` of ``SELECT 1`` through Django's pooled connection (the
+  example project's pool): what a one-statement call costs;
+- ``kept``: ``Workers.run`` of the same ``SELECT 1`` on a connection kept outside the pool (the
+  hand-off and the statement, without the pool's round trip and Django's connect and close);
+- ``inline``: the same ``SELECT 1`` on the loop's own thread, its connection kept (no hop, no
+  pool): what the statement alone costs this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import resource
+import statistics
+import sys
+import time
+
+ROUNDS = 10
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+async def _measure(run, calls: int) -> tuple[float, list[float]]:
+    walls = []
+    cpu = _cpu()
+    for _ in range(calls):
+        started = time.perf_counter()
+        await run()
+        walls.append((time.perf_counter() - started) * 1e6)
+    return (_cpu() - cpu) * 1e6, walls
+
+
+async def main(calls: int) -> dict:
+    from django.db import connection, connections
+
+    from qprint.core.executor import DatabaseThreads, Workers
+
+    def nothing() -> None:
+        return None
+
+    def select_1() -> None:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+
+    workers = Workers(4, "bench-hop")
+    threads = DatabaseThreads("bench", threads=4)
+    # The inline way keeps a connection of its own, outside the pool.
+    inline_settings = {**connections["default"].settings_dict}
+    inline_settings["OPTIONS"] = {
+        k: v for k, v in inline_settings.get("OPTIONS", {}).items() if k != "pool"
+    }
+    wrapper = connections.create_connection("default").__class__
+    inline, kept = wrapper(inline_settings, "inline"), wrapper(inline_settings, "kept")
+    inline.ensure_connection()
+    kept.inc_thread_sharing()  # one call at a time, on whichever thread takes it
+
+    def select_1_on(own) -> None:
+        with own.cursor() as cursor:
+            cursor.execute("SELECT 1")
+            cursor.fetchone()
+
+    async def inline_call() -> None:
+        select_1_on(inline)
+
+    ways = {
+        "hop": lambda: workers.run(nothing),
+        "threads": lambda: threads.run(nothing),
+        "statement": lambda: threads.run(select_1),
+        "kept": lambda: workers.run(lambda: select_1_on(kept)),
+        "inline": inline_call,
+    }
+    for run in ways.values():  # warm: threads started, pool filled, statements prepared
+        for _ in range(50):
+            await run()
+    cpu = dict.fromkeys(ways, 0.0)
+    walls: dict[str, list[float]] = {name: [] for name in ways}
+    per_round = max(1, calls // ROUNDS)
+    for _ in range(ROUNDS):
+        for name, run in ways.items():
+            spent, wall = await _measure(run, per_round)
+            cpu[name] += spent
+            walls[name].extend(wall)
+    inline.close()
+    await workers.run(kept.close)
+    kept.dec_thread_sharing()
+    threads.shutdown()
+    workers.shutdown()
+    out = {"calls": per_round * ROUNDS, "pooled": bool(connection.settings_dict["OPTIONS"]
+                                                        .get("pool"))}  # fmt: skip
+    for name in ways:
+        ordered = sorted(walls[name])
+        out[name] = {
+            "cpu_us_per_call": round(cpu[name] / len(ordered), 1),
+            "wall_p50_us": round(statistics.median(ordered), 1),
+            "wall_p99_us": round(ordered[int(len(ordered) * 0.99) - 1], 1),
+        }
+    out["statement_over_inline_cpu"] = round(
+        out["statement"]["cpu_us_per_call"] / out["inline"]["cpu_us_per_call"], 1
+    )
+    return out
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    # The inline way blocks the loop on purpose (the floor): Django would refuse it there.
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "1"
+    import django
+
+    django.setup()
+    print(json.dumps(asyncio.run(main(int(sys.argv[1]) if len(sys.argv) > 1 else 5000))))
