@@ -212,6 +212,9 @@ if env.str("QPRINT_RENDER_WORKERS", default=""):
     QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
 
 # CloudPRNT printers (docs/CLOUDPRNT.md).
+for _name in ("SOCKET_DB_THREADS", "HTTP_DB_THREADS"):
+    if env.str(f"QPRINT_{_name}", default=""):
+        QPRINT[_name] = env.int(f"QPRINT_{_name}")
 if env.str("QPRINT_EXPIRY_SECONDS", default=""):
     QPRINT["EXPIRY_SECONDS"] = env.float("QPRINT_EXPIRY_SECONDS")
 if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):

@@ -45,6 +45,38 @@ def test_check_names_a_bad_heartbeat_from_the_environment():
     assert "'abc'" in result.stderr
 
 
+def test_the_database_threads_and_the_expiry_period_come_from_the_environment():
+    import os
+    import subprocess
+    import sys
+
+    from tests.processes import REPO_ROOT
+
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
+        "DEBUG": "1",
+        "QPRINT_SOCKET_DB_THREADS": "2",
+        "QPRINT_HTTP_DB_THREADS": "6",
+        "QPRINT_EXPIRY_SECONDS": "0.5",
+    }
+    code = (
+        "import django; django.setup(); from qprint.core.conf import qprint_settings as s; "
+        "print(s.SOCKET_DB_THREADS, s.HTTP_DB_THREADS, s.EXPIRY_SECONDS)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["2", "6", "0.5"]
+
+
 def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
     import tomllib
 

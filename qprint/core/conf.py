@@ -118,12 +118,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     count(
         "SOCKET_DB_THREADS",
-        8,
-        "Device socket: threads (and database connections) of each process's socket path.",
+        4,
+        "Device socket: threads (and database connections) of each process's socket path "
+        "(sizing: docs/OPERATIONS.md, PostgreSQL).",
     ),
     count(
         "HTTP_DB_THREADS",
-        8,
+        4,
         "HTTP API: threads of each process that run the async views' database work.",
     ),
     seconds(
