@@ -6,8 +6,8 @@
 
 Prints the functions with the most samples on the stack (inclusive) and on top (self), as
 ``file:function``, with their share of all samples, then the samples on top per layer (the
-package of the frame on top: ``django``, ``twisted``, ``asyncio``, ``qprint/core``, ...). Idle event-loop waits are counted too, so the
-shares say where a busy node's time goes.
+package of the frame on top: ``django``, ``twisted``, ``asyncio``, ``qprint/core``, ...).
+Idle event-loop waits are counted too, so the shares say where a busy node's time goes.
 """
 
 from __future__ import annotations
