@@ -211,12 +211,14 @@ if env.str("QPRINT_RENDER_TIMEOUT_SECONDS", default=""):
 if env.str("QPRINT_RENDER_WORKERS", default=""):
     QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
 
-# CloudPRNT printers (docs/CLOUDPRNT.md).
+# Each process's database threads (docs/OPERATIONS.md, "PostgreSQL") and the expiry task's period.
 for _name in ("SOCKET_DB_THREADS", "HTTP_DB_THREADS"):
     if env.str(f"QPRINT_{_name}", default=""):
         QPRINT[_name] = env.int(f"QPRINT_{_name}")
 if env.str("QPRINT_EXPIRY_SECONDS", default=""):
     QPRINT["EXPIRY_SECONDS"] = env.float("QPRINT_EXPIRY_SECONDS")
+
+# CloudPRNT printers (docs/CLOUDPRNT.md).
 if env.str("QPRINT_CLOUDPRNT_CONFIRM_SECONDS", default=""):
     QPRINT["CLOUDPRNT_CONFIRM_SECONDS"] = env.float("QPRINT_CLOUDPRNT_CONFIRM_SECONDS")
 if env.str("QPRINT_CLOUDPRNT_POLL_SECONDS", default=""):

@@ -104,8 +104,8 @@ async def main(calls: int) -> dict:
     kept.dec_thread_sharing()
     threads.shutdown()
     workers.shutdown()
-    out = {"calls": per_round * ROUNDS, "pooled": bool(connection.settings_dict["OPTIONS"]
-                                                        .get("pool"))}  # fmt: skip
+    pooled = bool(connection.settings_dict["OPTIONS"].get("pool"))
+    out: dict = {"calls": per_round * ROUNDS, "pooled": pooled}
     for name in ways:
         ordered = sorted(walls[name])
         out[name] = {
