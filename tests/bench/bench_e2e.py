@@ -51,7 +51,7 @@ from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
 from tests.bench.deployed import Fleet, agent_args, poller_args, start_nodes
-from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, process_tree
+from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, fsync_latency, process_tree
 from tests.bench.postgres import PrivatePostgres
 from tests.bench.profile import PROFILE_DIR, profiler
 from tests.processes import RedisServer
@@ -365,6 +365,11 @@ async def test_end_to_end(cluster, bench_result):
     if ONLY == "floods":
         bench_result["sizes"] = {"devices": DEVICES, "nodes": 2, "flood_jobs": FLOOD}
         return
+    # The disk under PostgreSQL: its fsync stalls are the tail of a commit, hence of a job.
+    bench_result["disk_fsync"] = await asyncio.to_thread(
+        fsync_latency, pg.dir if pg is not None else tmp_path, 20
+    )
+    print(f"disk fsync: {bench_result['disk_fsync']}")
     floor_latency = await asyncio.to_thread(floor.run, url, LATENCY_JOBS, RATE)
     floor_flood = await asyncio.to_thread(floor.run, url, FLOOD, None)
     results["floor/latency"] = latency_figures(floor_latency["latencies_ms"])

@@ -16,6 +16,35 @@ TICKS = os.sysconf("SC_CLK_TCK")
 CORES = os.cpu_count() or 1
 
 
+def fsync_latency(directory: str | Path, seconds: float = 10, interval: float = 0.01) -> dict:
+    """How long this disk takes to sync an 8 KiB write (what a commit waits for), sampled for
+    ``seconds`` in ``directory``: the p50, p99, p99.9 and the longest, in ms. A disk that stalls
+    now and then shows it in the tail, whatever the code on top of it does."""
+    path = Path(directory) / f".fsync-probe-{os.getpid()}"
+    waits: list[float] = []
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            os.write(fd, b"\0" * 8192)
+            started = time.perf_counter()
+            os.fsync(fd)
+            waits.append((time.perf_counter() - started) * 1000)
+            time.sleep(interval)
+    finally:
+        os.close(fd)
+        path.unlink(missing_ok=True)
+    waits.sort()
+    n = len(waits)
+    return {
+        "n": n,
+        "p50_ms": round(waits[n // 2], 2),
+        "p99_ms": round(waits[int(n * 0.99)], 2),
+        "p999_ms": round(waits[int(n * 0.999)], 2),
+        "max_ms": round(waits[-1], 1),
+    }
+
+
 def _stat(pid: int) -> tuple[int, int, int, int] | None:
     """(ppid, session, utime + stime in ticks, rss pages) of a process, or None if gone."""
     try:

@@ -205,6 +205,9 @@ FIGURES = [
      "submit_job_in_process",
      [("figures", "cpu_ms_per_submission"), ("figures", "cpu_over_floor"),
       ("figures", "wall", "p50_ms"), ("figures", "wall", "p99_ms")], ""),
+    ("the disk under PostgreSQL, after the end-to-end run: fsync of 8 KiB p50 / p99 / p99.9 / "
+     "max (ms)", "end_to_end",
+     [("disk_fsync", k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")], ""),
     ("a database call, node CPU (µs): the hand-off alone, with the node's wrapping, with "
      "SELECT 1 (pooled); SELECT 1 on a thread, connection kept; on the loop's thread",
      "database_call_handoff",
