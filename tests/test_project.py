@@ -20,58 +20,44 @@ def test_models_and_migrations_are_in_step(db):
     assert "No changes detected" in out.getvalue()
 
 
-def test_check_names_a_bad_heartbeat_from_the_environment():
+def _example_project(*argv: str, **env_vars: str):
+    """``python *argv`` in a process of the example project (its settings, a SQLite database
+    unless ``env_vars`` says otherwise), from the repository's root; its completed process."""
     import os
     import subprocess
-    import sys
 
     from tests.processes import REPO_ROOT
 
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "QPRINT_HEARTBEAT_SECONDS": "abc",
         "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
+        **env_vars,
     }
-    result = subprocess.run(
-        [sys.executable, str(REPO_ROOT / "manage.py"), "check"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return subprocess.run(
+        [sys.executable, *argv], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
     )
+
+
+def test_check_names_a_bad_heartbeat_from_the_environment():
+    result = _example_project("manage.py", "check", QPRINT_HEARTBEAT_SECONDS="abc")
     assert result.returncode != 0
     assert "qprint.E002" in result.stderr
     assert "'abc'" in result.stderr
 
 
 def test_the_database_threads_and_the_expiry_period_come_from_the_environment():
-    import os
-    import subprocess
-    import sys
-
-    from tests.processes import REPO_ROOT
-
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
-        "DEBUG": "1",
-        "QPRINT_SOCKET_DB_THREADS": "2",
-        "QPRINT_HTTP_DB_THREADS": "6",
-        "QPRINT_EXPIRY_SECONDS": "0.5",
-    }
     code = (
         "import django; django.setup(); from qprint.core.conf import qprint_settings as s; "
         "print(s.SOCKET_DB_THREADS, s.HTTP_DB_THREADS, s.EXPIRY_SECONDS)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        env=env,
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = _example_project(
+        "-c",
+        code,
+        DEBUG="1",
+        QPRINT_SOCKET_DB_THREADS="2",
+        QPRINT_HTTP_DB_THREADS="6",
+        QPRINT_EXPIRY_SECONDS="0.5",
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.split() == ["2", "6", "0.5"]
@@ -168,21 +154,10 @@ def test_without_a_secret_key_and_debug_off_the_project_refuses_to_start(secret_
 def _pooled_session(**env_vars):
     """A process of the example project on the test's PostgreSQL (the pool on, as deployed):
     what its connection says of preparation and planning, one ``key=value`` per line."""
-    import os
-    import subprocess
-
     from django.db import connection
 
-    from tests.processes import REPO_ROOT, database_url_of
+    from tests.processes import database_url_of
 
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "SECRET_KEY": "test",
-        "DATABASE_URL": database_url_of(connection.settings_dict),
-        "DATABASE_POOL": "on",
-        **env_vars,
-    }
     code = (
         "import django; django.setup()\n"
         "from django.db import connection\n"
@@ -190,13 +165,13 @@ def _pooled_session(**env_vars):
         "    c.execute('SHOW plan_cache_mode'); print('plan_cache_mode=' + c.fetchone()[0])\n"
         "print('prepare_threshold=%s' % connection.connection.prepare_threshold)\n"
     )
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    return _example_project(
+        "-c",
+        code,
+        SECRET_KEY="test",
+        DATABASE_URL=database_url_of(connection.settings_dict),
+        DATABASE_POOL="on",
+        **env_vars,
     )
 
 
@@ -226,25 +201,12 @@ def test_a_pooled_node_prepares_the_job_path_at_once_and_plans_it_once(env_vars,
 
 
 def test_a_plan_cache_mode_postgresql_does_not_know_is_refused_by_name():
-    import os
-    import subprocess
-
-    from tests.processes import REPO_ROOT
-
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "SECRET_KEY": "test",
-        "DATABASE_URL": "postgres://nobody@127.0.0.1:1/none",
-        "DATABASE_PLAN_CACHE_MODE": "generic",
-    }
-    result = subprocess.run(
-        [sys.executable, "-c", "import django; django.setup()"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    result = _example_project(
+        "-c",
+        "import django; django.setup()",
+        SECRET_KEY="test",
+        DATABASE_URL="postgres://nobody@127.0.0.1:1/none",
+        DATABASE_PLAN_CACHE_MODE="generic",
     )
     assert result.returncode != 0
     assert "DATABASE_PLAN_CACHE_MODE must be auto, force_generic_plan or force_custom_plan" in (

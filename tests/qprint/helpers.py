@@ -7,6 +7,8 @@ A module that wants the wakeups recorded declares its own fixture on top of
 import uuid
 from datetime import UTC, datetime
 
+from django.db import connection
+
 from qprint import api
 from qprint.domain import wakeups
 from qprint.domain.wakeups import RecordingPublisher
@@ -14,6 +16,19 @@ from qprint.models import PrintJob
 from tests.qprint.factories import connect, make_device  # noqa: F401  (re-exported)
 
 PDF = b"%PDF-1.4\n% a test document\n"
+
+
+def sessions_waiting_on_a_lock(query_like: str) -> int:
+    """How many sessions of the test's database wait on a lock in a statement whose text
+    matches ``query_like`` (a SQL ``LIKE`` pattern), as ``pg_stat_activity`` says: how a test
+    knows that the statement it raced is waiting, not merely started."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND query LIKE %s",
+            [query_like],
+        )
+        return cursor.fetchone()[0]
 
 
 def recording_wakeups():

@@ -8,7 +8,15 @@ from qprint.core.states import JobStatus
 from qprint.domain.claim import claim_next_job
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob, PrintJobEvent
-from tests.qprint.helpers import connect, event, make_device, run_concurrently, submit, values
+from tests.qprint.helpers import (
+    connect,
+    event,
+    make_device,
+    run_concurrently,
+    sessions_waiting_on_a_lock,
+    submit,
+    values,
+)
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db(transaction=True)]
 
@@ -123,15 +131,11 @@ def test_a_claim_whose_lock_waited_on_another_claim_replays_it(raise_priority, c
     mine = threading.Thread(target=claim_here, daemon=True)
     mine.start()
 
-    def lock_waits() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND query LIKE 'WITH gate AS%%'"
-            )
-            return cursor.fetchone()[0] == 1
-
-    wait_until(lock_waits, 30, message="the claim's statement waiting on the device's lock")
+    wait_until(
+        lambda: sessions_waiting_on_a_lock("WITH gate AS%") == 1,
+        30,
+        message="the claim's statement waiting on the device's lock",
+    )
     release.set()
     thread.join(30)
     mine.join(30)

@@ -86,6 +86,7 @@ def test_a_poll_waiting_on_the_approval_gets_the_new_device_s_token():
     from django.db import transaction
 
     from tests.processes import wait_until
+    from tests.qprint.helpers import sessions_waiting_on_a_lock
 
     started = enrolment.start({"hostname": "h"}, source="192.0.2.1")
     approving, commit = threading.Event(), threading.Event()
@@ -116,15 +117,11 @@ def test_a_poll_waiting_on_the_approval_gets_the_new_device_s_token():
     poller = threading.Thread(target=poll)
     poller.start()
 
-    def poll_waits() -> bool:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND query LIKE '%%qprint_enrolment%%'"
-            )
-            return cursor.fetchone()[0] == 1
-
-    wait_until(poll_waits, 30, message="the poll waiting on the approval's lock")
+    wait_until(
+        lambda: sessions_waiting_on_a_lock("%qprint_enrolment%") == 1,
+        30,
+        message="the poll waiting on the approval's lock",
+    )
     commit.set()
     approver.join(30)
     poller.join(30)
