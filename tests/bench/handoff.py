@@ -56,8 +56,8 @@ async def main(calls: int) -> dict:
     def nothing() -> None:
         return None
 
-    def select_1() -> None:
-        with connection.cursor() as cursor:
+    def select_1_on(own) -> None:
+        with own.cursor() as cursor:
             cursor.execute("SELECT 1")
             cursor.fetchone()
 
@@ -73,18 +73,14 @@ async def main(calls: int) -> dict:
     inline.ensure_connection()
     kept.inc_thread_sharing()  # one call at a time, on whichever thread takes it
 
-    def select_1_on(own) -> None:
-        with own.cursor() as cursor:
-            cursor.execute("SELECT 1")
-            cursor.fetchone()
-
     async def inline_call() -> None:
         select_1_on(inline)
 
     ways = {
         "hop": lambda: workers.run(nothing),
         "threads": lambda: threads.run(nothing),
-        "statement": lambda: threads.run(select_1),
+        # ``connection`` resolves to the connection of the thread running the call (pooled)
+        "statement": lambda: threads.run(select_1_on, connection),
         "kept": lambda: workers.run(lambda: select_1_on(kept)),
         "inline": inline_call,
     }
