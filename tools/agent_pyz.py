@@ -91,9 +91,14 @@ def _copy_distribution(dist: metadata.Distribution, target: Path) -> None:
         shutil.copy2(source, destination)
 
 
+#: The modules of ``qprint/core/`` the agent imports: Django-free (``./dev lint`` holds them to it).
+AGENT_CORE = ("wire.py", "handoff.py")
+
+
 def _copy_agent(target: Path) -> None:
-    """``qprint/__init__.py``, ``qprint/agent/`` and the wire constants (``qprint/core/``) when
-    the agent imports them; nothing else of qprint."""
+    """``qprint/__init__.py``, ``qprint/agent/`` and the modules of ``qprint/core/`` the agent
+    imports (:data:`AGENT_CORE`: the wire's constants, the loop's hand-off to threads); nothing
+    else of qprint."""
     (target / "qprint").mkdir()
     shutil.copy2(REPO / "qprint" / "__init__.py", target / "qprint" / "__init__.py")
     shutil.copytree(
@@ -101,11 +106,10 @@ def _copy_agent(target: Path) -> None:
         target / "qprint" / "agent",
         ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
     )
-    wire = REPO / "qprint" / "core" / "wire.py"
-    if wire.exists():
-        (target / "qprint" / "core").mkdir()
-        (target / "qprint" / "core" / "__init__.py").write_text("")
-        shutil.copy2(wire, target / "qprint" / "core" / "wire.py")
+    (target / "qprint" / "core").mkdir()
+    (target / "qprint" / "core" / "__init__.py").write_text("")
+    for name in AGENT_CORE:
+        shutil.copy2(REPO / "qprint" / "core" / name, target / "qprint" / "core" / name)
 
 
 def build(output: Path) -> Path:

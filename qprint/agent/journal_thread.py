@@ -2,7 +2,8 @@
 
 A journal write is a ``synchronous=FULL`` commit (an fsync); made on the event loop it would
 stop every device of the process until the disk answers. ``AsyncJournal`` runs each call of
-one device's ``Journal`` on a thread of its own (a one-thread executor), so:
+one device's ``Journal`` on a thread of its own (:class:`qprint.core.handoff.Workers` of one
+thread: the lightest hand-off from the loop and back, a few per job), so:
 
 - the SQLite connection is used from that one thread only, and the calls run one at a time in
   the order they were made (a device's writes keep their order);
@@ -15,26 +16,26 @@ on the thread, as if the agent had stopped right after it, which is what the jou
 invariants already cover (see ``journal``). ``close`` runs after every call made before it.
 """
 
-import asyncio
+import functools
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from qprint.agent import journal as j
+from qprint.core.handoff import Workers
 
 
 class AsyncJournal:
     """One device's journal, opened, used and closed on its own thread."""
 
     def __init__(self, path: str | Path, name: str = "journal"):
-        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"journal-{name}")
+        self._thread = Workers(1, f"journal-{name}")
         # Opened on its thread too (the schema and the WAL switch touch the disk); once, at start.
-        self._journal: j.Journal = self._thread.submit(j.Journal, path).result()
+        self._journal: j.Journal = self._thread.submit(functools.partial(j.Journal, path)).result()
         self.path = self._journal.path
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        return await asyncio.wrap_future(self._thread.submit(fn, *args, **kwargs))
+        return await self._thread.run(functools.partial(fn, *args, **kwargs))
 
     async def close(self) -> None:
         await self._run(self._journal.close)

@@ -20,19 +20,17 @@ shared sync thread.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import functools
-import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 
 from qprint.core.conf import qprint_settings
+from qprint.core.handoff import Workers
 
 T = TypeVar("T")
 
@@ -42,89 +40,6 @@ def pooled(alias: str = "default") -> bool:
     from django.db import connections
 
     return bool(connections[alias].settings_dict.get("OPTIONS", {}).get("pool"))
-
-
-class Workers:
-    """Threads taking calls from one queue: the hand-off an async caller makes per database call.
-
-    Lighter than ``loop.run_in_executor`` on a ``ThreadPoolExecutor`` (whose ``submit`` and the
-    chaining of its future to an asyncio one were a tenth of a busy node's samples): the caller
-    puts ``(loop, asyncio future, call)`` on a ``SimpleQueue`` and a thread sets the result on
-    the loop with one ``call_soon_threadsafe``. All threads start with the first call.
-    """
-
-    def __init__(self, count: int, name: str) -> None:
-        self.count = count
-        self.name = name
-        self.queue: queue.SimpleQueue = queue.SimpleQueue()
-        self.threads: list[threading.Thread] = []
-        self._lock = threading.Lock()
-
-    def _start(self) -> None:
-        with self._lock:
-            if self.threads:
-                return
-            for i in range(self.count):
-                thread = threading.Thread(target=self._work, name=f"{self.name}_{i}", daemon=True)
-                thread.start()
-                self.threads.append(thread)
-
-    def _work(self) -> None:
-        while True:
-            item = self.queue.get()
-            if item is None:  # shutdown
-                return
-            loop, future, call = item
-            try:
-                result = call()
-            except BaseException as exc:  # handed to the caller, as an executor would
-                if loop is None:
-                    future.set_exception(exc)
-                else:
-                    _settle_soon(loop, future, None, exc)
-            else:
-                if loop is None:
-                    future.set_result(result)
-                else:
-                    _settle_soon(loop, future, result, None)
-
-    async def run(self, call: Callable[[], T]) -> T:
-        if not self.threads:
-            self._start()
-        loop = asyncio.get_running_loop()
-        future = loop.create_future()
-        self.queue.put((loop, future, call))
-        return await future
-
-    def shutdown(self) -> None:
-        """Stop the threads once the calls queued before this one have run."""
-        threads, self.threads = self.threads, []
-        for _ in threads:
-            self.queue.put(None)
-        for thread in threads:
-            thread.join()
-
-    def submit(self, call: Callable[[], T]) -> Future:
-        """``call`` on one of the threads, from synchronous code (a ``concurrent`` future)."""
-        if not self.threads:
-            self._start()
-        future: Future = Future()
-        self.queue.put((None, future, call))
-        return future
-
-
-def _settle_soon(loop, future, result, exc) -> None:
-    with contextlib.suppress(RuntimeError):  # the loop closed meanwhile: nobody waits
-        loop.call_soon_threadsafe(_settle, future, result, exc)
-
-
-def _settle(future: asyncio.Future, result: Any, exc: BaseException | None) -> None:
-    if future.cancelled():
-        return
-    if exc is not None:
-        future.set_exception(exc)
-    else:
-        future.set_result(result)
 
 
 class DatabaseThreads:

@@ -51,7 +51,8 @@ async def _measure(run, calls: int) -> tuple[float, list[float]]:
 async def main(calls: int) -> dict:
     from django.db import connection, connections
 
-    from qprint.core.executor import DatabaseThreads, Workers
+    from qprint.core.executor import DatabaseThreads
+    from qprint.core.handoff import Workers
 
     def nothing() -> None:
         return None
