@@ -782,11 +782,13 @@ def _outcomes_of_run(
 ) -> list[EventOutcome]:
     """Each event's outcome, the job as it stood after that event (what its answer says), and
     what follows each move (:func:`_moved`): the run's statement moved the job once, to the last
-    event's status, as the events one by one would have moved it step by step."""
+    event's status, as the events one by one would have moved it step by step. ``job`` (the
+    lock's row, held by nothing else) becomes the first event's; each later one gets a copy."""
     outcomes = []
     for n, ((event, pushes_next), fingerprint) in enumerate(zip(run, fingerprints, strict=True)):
         current = job.status
-        job = copy.copy(job)  # the job after this step; each answer keeps its own
+        if n:  # the job after this step; each answer keeps its own (the first, the lock's row)
+            job = copy.copy(job)
         if event.type != PROGRESS and event.type != current:
             if n == len(run) - 1:
                 job.status, job.status_reason, job.received_at, job.finished_at = move
