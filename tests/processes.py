@@ -58,6 +58,20 @@ def database_url_of(settings_dict: dict[str, Any]) -> str:
 _GIVEN_PORTS: set[int] = set()
 
 
+def run_example_project(*argv: str, **env_vars: str) -> subprocess.CompletedProcess:
+    """``python *argv`` in a process of the example project (its settings, a SQLite database
+    unless ``env_vars`` says otherwise), from the repository's root; its completed process."""
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "example_project.settings",
+        "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
+        **env_vars,
+    }
+    return subprocess.run(
+        [sys.executable, *argv], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+
+
 def free_port() -> int:
     """A loopback port nothing listens on, never one given out before in this process: the kernel
     may hand the same free port to two calls made before either is bound (two nodes built, then

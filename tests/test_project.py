@@ -7,6 +7,8 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from tests.processes import run_example_project
+
 
 def test_system_checks_pass_on_example_project():
     out = StringIO()
@@ -20,27 +22,8 @@ def test_models_and_migrations_are_in_step(db):
     assert "No changes detected" in out.getvalue()
 
 
-def _example_project(*argv: str, **env_vars: str):
-    """``python *argv`` in a process of the example project (its settings, a SQLite database
-    unless ``env_vars`` says otherwise), from the repository's root; its completed process."""
-    import os
-    import subprocess
-
-    from tests.processes import REPO_ROOT
-
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "example_project.settings",
-        "DATABASE_URL": "sqlite:////tmp/qprint-check.sqlite3",
-        **env_vars,
-    }
-    return subprocess.run(
-        [sys.executable, *argv], cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=60
-    )
-
-
 def test_check_names_a_bad_heartbeat_from_the_environment():
-    result = _example_project("manage.py", "check", QPRINT_HEARTBEAT_SECONDS="abc")
+    result = run_example_project("manage.py", "check", QPRINT_HEARTBEAT_SECONDS="abc")
     assert result.returncode != 0
     assert "qprint.E002" in result.stderr
     assert "'abc'" in result.stderr
@@ -51,7 +34,7 @@ def test_the_database_threads_and_the_expiry_period_come_from_the_environment():
         "import django; django.setup(); from qprint.core.conf import qprint_settings as s; "
         "print(s.SOCKET_DB_THREADS, s.HTTP_DB_THREADS, s.EXPIRY_SECONDS)"
     )
-    result = _example_project(
+    result = run_example_project(
         "-c",
         code,
         DEBUG="1",
@@ -165,7 +148,7 @@ def _pooled_session(**env_vars):
         "    c.execute('SHOW plan_cache_mode'); print('plan_cache_mode=' + c.fetchone()[0])\n"
         "print('prepare_threshold=%s' % connection.connection.prepare_threshold)\n"
     )
-    return _example_project(
+    return run_example_project(
         "-c",
         code,
         SECRET_KEY="test",
@@ -201,7 +184,7 @@ def test_a_pooled_node_prepares_the_job_path_at_once_and_plans_it_once(env_vars,
 
 
 def test_a_plan_cache_mode_postgresql_does_not_know_is_refused_by_name():
-    result = _example_project(
+    result = run_example_project(
         "-c",
         "import django; django.setup()",
         SECRET_KEY="test",

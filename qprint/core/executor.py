@@ -5,12 +5,16 @@ fixed set of threads made once per process, so a request pays neither a new thre
 synchronous view on a thread of its own per request under ASGI) nor a new database connection.
 
 Connections: with Django's psycopg pool (``OPTIONS["pool"]``, on by default in the example
-project on PostgreSQL) each call takes a connection from the pool and gives it back when it ends
-(``connection.close()`` returns it to the pool), so these threads share the process's pool with
-every other thread of the process. Without a pool (SQLite, or ``DATABASE_POOL=off`` behind
-PgBouncer in transaction mode) each thread keeps its own connection for the life of the process,
-whatever ``CONN_MAX_AGE`` says (that setting is about request threads). A call that fails with a
-database error drops its thread's connection, so the next call reconnects.
+project on PostgreSQL) a thread takes a connection from the pool for its first call and gives it
+back (``connection.close()`` returns it to the pool) once it has had no call for
+:data:`LINGER_SECONDS`, or after :data:`HOLD_CALLS` calls in a row. So these threads share the
+process's pool with every other thread of the process, a thread with nothing to do holds no
+connection for long, and a busy node makes no round trip through the pool per statement
+(docs/PERFORMANCE.md, "A connection kept while busy"). Without a pool (SQLite, or
+``DATABASE_POOL=off`` behind PgBouncer in transaction mode) each thread keeps its own connection
+for the life of the process, whatever ``CONN_MAX_AGE`` says (that setting is about request
+threads). A call that fails with a database error drops its thread's connection, so the next call
+reconnects.
 
 Two sets per process: the device sockets' (``QPRINT["SOCKET_DB_THREADS"]``, in
 :mod:`qprint.realtime.socket_db`) and the HTTP views' (``QPRINT["HTTP_DB_THREADS"]``), so that a
@@ -23,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import logging
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -33,6 +38,14 @@ from qprint.core.conf import qprint_settings
 from qprint.core.handoff import Workers
 
 T = TypeVar("T")
+
+logger = logging.getLogger("qprint.database")
+
+
+#: A pooled connection goes back to the pool after its thread has had no call for this long.
+LINGER_SECONDS = 0.05
+#: ... or after this many calls in a row, so that other threads waiting on the pool get a turn.
+HOLD_CALLS = 32
 
 
 def pooled(alias: str = "default") -> bool:
@@ -67,7 +80,9 @@ class DatabaseThreads:
         with self._lock:
             if self._workers is None:
                 count = self.threads or int(getattr(qprint_settings, self.setting or ""))
-                self._workers = Workers(count, f"qprint-{self.name}-db")
+                self._workers = Workers(
+                    count, f"qprint-{self.name}-db", idle=_give_back, linger=LINGER_SECONDS
+                )
             return self._workers
 
     def shutdown(self) -> None:
@@ -93,8 +108,9 @@ class DatabaseThreads:
                 connection.close()  # the next call on this thread reconnects
                 raise
             finally:
-                if pooled() and connection.connection is not None:
-                    connection.close()  # back to the pool
+                _held.calls = getattr(_held, "calls", 0) + 1
+                if _held.calls >= HOLD_CALLS:
+                    _give_back()
 
         return call
 
@@ -129,6 +145,23 @@ class DatabaseThreads:
 
         for future in [pool.submit(close_here) for _ in range(workers)]:
             future.result(timeout + 5)
+
+
+#: Per database thread: the calls made since it took its pooled connection.
+_held = threading.local()
+
+
+def _give_back() -> None:
+    """On a database thread: its pooled connection back to the pool (a connection of its own,
+    without a pool, stays)."""
+    from django.db import connection
+
+    _held.calls = 0
+    if connection.connection is not None and pooled():
+        try:
+            connection.close()
+        except Exception:  # a broken connection: the pool drops it; the next call reconnects
+            logger.debug("pool_give_back_failed", exc_info=True)
 
 
 #: The HTTP views' threads (:func:`qprint.views.http.device_endpoint` and friends).

@@ -33,11 +33,22 @@ class Workers:
     """``count`` threads taking calls from one queue (named ``<name>_<i>``, started with the
     first call): :meth:`run` from a coroutine, :meth:`submit` from synchronous code."""
 
-    def __init__(self, count: int, name: str) -> None:
+    def __init__(
+        self,
+        count: int,
+        name: str,
+        *,
+        idle: Callable[[], object] | None = None,
+        linger: float = 0.0,
+    ) -> None:
+        """``idle``: run on a thread that has had no call for ``linger`` seconds, before it waits
+        for the next (what a thread holds between calls, given back once it has nothing to do)."""
         self.count = count
         self.name = name
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
         self.threads: list[threading.Thread] = []
+        self.idle = idle
+        self.linger = linger
         self._lock = threading.Lock()
 
     def _start(self) -> None:
@@ -49,9 +60,18 @@ class Workers:
                 thread.start()
                 self.threads.append(thread)
 
+    def _next(self) -> Any:
+        if self.idle is None:
+            return self.queue.get()
+        try:
+            return self.queue.get(timeout=self.linger)
+        except queue.Empty:
+            self.idle()
+            return self.queue.get()
+
     def _work(self) -> None:
         while True:
-            item = self.queue.get()
+            item = self._next()
             if item is None:  # shutdown
                 return
             loop, future, call = item

@@ -1,0 +1,64 @@
+"""What a node's database threads do with Django's pool, seen from inside a process of the example
+project (the pool on, as deployed): run by ``test_executor.py``.
+
+    DATABASE_URL=postgres://... DATABASE_POOL=on python -m tests.qprint.core.pooled_threads
+
+Prints one JSON object: the pool's checkouts (``requests_num``) and the server processes seen
+for calls made back to back on one thread, whether the connection went back to the pool once the
+thread had nothing to do, and the checkouts of ``HOLD_CALLS`` + 1 calls in a row.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+
+async def main() -> dict:
+    from django.db import connection, connections
+
+    from qprint.core import executor
+
+    def backend_pid() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            return cursor.fetchone()[0]
+
+    pool = connections["default"].pool
+    threads = executor.DatabaseThreads("probe", threads=1)
+
+    def checkouts() -> int:
+        return pool.get_stats().get("requests_num", 0)
+
+    before = checkouts()
+    pids = [await threads.run(backend_pid) for _ in range(10)]
+    back_to_back = checkouts() - before
+
+    deadline = time.monotonic() + 10
+    stats = pool.get_stats()
+    while stats["pool_available"] < stats["pool_size"] and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+        stats = pool.get_stats()
+    given_back = stats["pool_available"] == stats["pool_size"]
+
+    before = checkouts()
+    for _ in range(executor.HOLD_CALLS + 1):
+        await threads.run(backend_pid)
+    held = checkouts() - before
+    threads.shutdown()
+    return {
+        "back_to_back_checkouts": back_to_back,
+        "backends": len(set(pids)),
+        "given_back": given_back,
+        "hold_calls_plus_one_checkouts": held,
+    }
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "example_project.settings")
+    import django
+
+    django.setup()
+    print(json.dumps(asyncio.run(main())))
