@@ -4,8 +4,10 @@ docs/PERFORMANCE.md): :mod:`tests.bench.handoff`, run in a process of the exampl
 
 The ways of making a call are measured in interleaved rounds in one process, so the ratios hold
 whatever else the machine does: the bare hand-off to a thread and back, the node's database
-threads around a function that does nothing, the same around ``SELECT 1``, and ``SELECT 1`` on
-the loop's own thread with a connection of its own (the floor: the statement alone).
+threads around a function that does nothing, the same around ``SELECT 1``, ``SELECT 1`` on
+the loop's own thread with a connection of its own (the floor: the statement alone), the same
+awaited on psycopg's async connection, alone and through psycopg_pool's async pool (what a
+statement run on the loop would cost), and the agent's journal read through the same hand-off.
 """
 
 from __future__ import annotations

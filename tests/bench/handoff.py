@@ -17,7 +17,14 @@ that each way sees the same machine:
 - ``kept``: ``Workers.run`` of the same ``SELECT 1`` on a connection kept outside the pool (the
   hand-off and the statement, without the pool's round trip and Django's connect and close);
 - ``inline``: the same ``SELECT 1`` on the loop's own thread, its connection kept (no hop, no
-  pool): what the statement alone costs this process.
+  pool): what the statement alone costs this process;
+- ``async``: the same ``SELECT 1`` awaited on psycopg's ``AsyncConnection``, kept (no thread: the
+  loop waits for the socket), what a statement run on the loop would cost;
+- ``async_pool``: the same through psycopg_pool's ``AsyncConnectionPool`` (a connection taken and
+  given back per call, as the node's threads do with Django's pool);
+- ``journal``: the agent's side of the same hand-off, a read of its journal (``AsyncJournal.job``
+  of a job it does not hold: a SQLite ``SELECT`` on the device's journal thread), which the agent
+  makes about ten times per job.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ import os
 import resource
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 ROUNDS = 10
 
@@ -77,6 +86,32 @@ async def main(calls: int) -> dict:
     async def inline_call() -> None:
         select_1_on(inline)
 
+    # The same connection parameters as Django's (the example project's prepare_threshold too).
+    import psycopg
+    import psycopg_pool
+
+    params = connections["default"].get_connection_params()
+    params.pop("cursor_factory", None)
+    params.pop("context", None)
+    on_loop = await psycopg.AsyncConnection.connect(**params, autocommit=True)
+    pool = psycopg_pool.AsyncConnectionPool(
+        kwargs={**params, "autocommit": True}, min_size=2, max_size=4, open=False
+    )
+    await pool.open(wait=True)
+
+    async def select_1_async(own) -> None:
+        cursor = await own.execute("SELECT 1")
+        await cursor.fetchone()
+
+    async def async_pool_call() -> None:
+        async with pool.connection() as own:
+            await select_1_async(own)
+
+    from qprint.agent.journal_thread import AsyncJournal
+
+    journal_dir = tempfile.TemporaryDirectory(prefix="bench-journal-")
+    journal = AsyncJournal(Path(journal_dir.name) / "bench.journal.sqlite3", "bench")
+
     ways = {
         "hop": lambda: workers.run(nothing),
         "threads": lambda: threads.run(nothing),
@@ -84,6 +119,9 @@ async def main(calls: int) -> dict:
         "statement": lambda: threads.run(select_1_on, connection),
         "kept": lambda: workers.run(lambda: select_1_on(kept)),
         "inline": inline_call,
+        "async": lambda: select_1_async(on_loop),
+        "async_pool": async_pool_call,
+        "journal": lambda: journal.job("not-held"),
     }
     for run in ways.values():  # warm: threads started, pool filled, statements prepared
         for _ in range(50):
@@ -97,6 +135,10 @@ async def main(calls: int) -> dict:
             cpu[name] += spent
             walls[name].extend(wall)
     inline.close()
+    await on_loop.close()
+    await pool.close()
+    await journal.close()
+    journal_dir.cleanup()
     await workers.run(kept.close)
     kept.dec_thread_sharing()
     threads.shutdown()

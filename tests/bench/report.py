@@ -213,6 +213,10 @@ FIGURES = [
      "database_call_handoff",
      [("figures", w, "cpu_us_per_call") for w in ("hop", "threads", "statement", "kept", "inline")],
      ""),
+    ("a database call on the loop, node CPU (µs): SELECT 1 awaited on psycopg's async "
+     "connection, kept; through psycopg_pool's async pool; the agent's journal read (its hand-off)",
+     "database_call_handoff",
+     [("figures", w, "cpu_us_per_call") for w in ("async", "async_pool", "journal")], ""),
     ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
      "end_to_end@devices200",
      [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),
