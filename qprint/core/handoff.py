@@ -42,7 +42,8 @@ class Workers:
         linger: float = 0.0,
     ) -> None:
         """``idle``: run on a thread that has had no call for ``linger`` seconds, before it waits
-        for the next (what a thread holds between calls, given back once it has nothing to do)."""
+        for the next (what a thread holds between calls, given back once it has nothing to do);
+        it must not raise, or the thread ends."""
         self.count = count
         self.name = name
         self.queue: queue.SimpleQueue = queue.SimpleQueue()
