@@ -60,7 +60,7 @@ async def _measure(run, calls: int) -> tuple[float, list[float]]:
 async def main(calls: int) -> dict:
     from django.db import connection, connections
 
-    from qprint.core.executor import DatabaseThreads
+    from qprint.core.executor import DatabaseThreads, pooled
     from qprint.core.handoff import Workers
 
     def nothing() -> None:
@@ -143,8 +143,7 @@ async def main(calls: int) -> dict:
     kept.dec_thread_sharing()
     threads.shutdown()
     workers.shutdown()
-    pooled = bool(connection.settings_dict["OPTIONS"].get("pool"))
-    out: dict = {"calls": per_round * ROUNDS, "pooled": pooled}
+    out: dict = {"calls": per_round * ROUNDS, "pooled": pooled()}
     for name in ways:
         ordered = sorted(walls[name])
         out[name] = {

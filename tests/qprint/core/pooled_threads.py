@@ -13,7 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
+
+from tests.waiting import eventually
 
 
 async def main() -> dict:
@@ -36,12 +37,11 @@ async def main() -> dict:
     pids = [await threads.run(backend_pid) for _ in range(10)]
     back_to_back = checkouts() - before
 
-    deadline = time.monotonic() + 10
-    stats = pool.get_stats()
-    while stats["pool_available"] < stats["pool_size"] and time.monotonic() < deadline:
-        await asyncio.sleep(0.01)
+    def all_in_the_pool() -> bool:
         stats = pool.get_stats()
-    given_back = stats["pool_available"] == stats["pool_size"]
+        return stats["pool_available"] == stats["pool_size"]
+
+    given_back = await eventually(all_in_the_pool, 10, "the idle thread's connection back")
 
     before = checkouts()
     for _ in range(executor.HOLD_CALLS + 1):
