@@ -2,14 +2,15 @@
 
 The consumer authenticates the upgrade, reads frames and messages, runs the statements the session
 asks for and writes what it answers; every decision of the protocol (what to send, when, which
-close code) is the session's. Each socket handles one message at a time from two sources: the
-client (``websocket.*``) and its own queue, fed by this process's :mod:`qprint.realtime.bus`
-(``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the drain (``qprint.drain``), its
-heartbeat timer (``qprint.heartbeat_check``) and the answer to its ping, renewed with the node's
-other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`). A message of any other type is an
-error, as in Channels' own dispatch. A handler may take the client's frames that have already
-arrived behind its own (the event frames the operation driver records together); any it does not
-handle run next, before the client's later frames (:attr:`DeviceConsumer.held`).
+close code) is the session's. Each socket handles one message at a time from two sources
+(:mod:`qprint.realtime.mailbox`): the client (``websocket.*``) and its own, from this process's
+:mod:`qprint.realtime.bus` (``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the
+drain (``qprint.drain``), its heartbeat timer (``qprint.heartbeat_check``) and the answer to its
+ping, renewed with the node's other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`). A
+message of any other type is an error, as in Channels' own dispatch. A handler may take the
+client's frames that have already arrived behind its own (the event frames the operation driver
+records together); any it does not handle run next, before the client's later frames
+(:attr:`DeviceConsumer.held`).
 
 The operation frames (claim, event, command result) and pushed assignments are driven by its
 mixin :class:`~qprint.realtime.operation_driver.OperationDriver`; this module holds the connection's
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import json
 import logging
 import time
@@ -59,6 +59,7 @@ from qprint.realtime.frames import (
     StateReported,
     encode,
 )
+from qprint.realtime.mailbox import Mailbox
 from qprint.realtime.operation_driver import NOT_FETCHED, OperationDriver
 from qprint.realtime.session import DeviceSession
 
@@ -86,7 +87,6 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
     async def __call__(self, scope, receive, send):
         self.scope = scope
         self.base_send = send
-        self.inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.device_id: int = 0
         self.label = "-"  # tenant/name in the logs, once the token names the device
         self.connection_id = uuid.uuid4()
@@ -106,8 +106,7 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
         self._ping_pending = False
         #: What the operation driver took out of turn and did not handle: run next, in order.
         self.held: collections.deque[Callable[[], Awaitable[None]]] = collections.deque()
-        self._receive = receive
-        self._from_client: asyncio.Future = asyncio.ensure_future(receive())
+        self.mailbox = Mailbox(receive)
         try:
             await self._dispatch_loop()
         except StopConsumer:
@@ -116,42 +115,22 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             await self._release()
 
     async def _dispatch_loop(self) -> None:
-        """Channels' ``await_many_dispatch`` over the client and the inbox, one message at a
-        time, with one addition: a handler may take the client's messages that have already
-        arrived (:meth:`arrived`); what it does not handle waits in :attr:`held` and runs
-        before the client's next message."""
-        from_inbox = asyncio.ensure_future(self.inbox.get())
+        """One message at a time from the mailbox, with one addition to Channels' dispatch: a
+        handler may take the client's messages that have already arrived (:meth:`arrived`); what
+        it does not handle waits in :attr:`held` and runs before the client's next message."""
         try:
             while True:
                 if self.held:
                     await self.held.popleft()()
-                    continue
-                await asyncio.wait(
-                    (self._from_client, from_inbox), return_when=asyncio.FIRST_COMPLETED
-                )
-                if self._from_client.done():
-                    message = self._from_client.result()
-                    self._from_client = asyncio.ensure_future(self._receive())
-                    await self.dispatch(message)
-                if from_inbox.done():
-                    message = from_inbox.result()
-                    from_inbox = asyncio.ensure_future(self.inbox.get())
-                    await self.dispatch(message)
+                else:
+                    await self.dispatch(await self.mailbox.next())
         finally:
-            for task in (self._from_client, from_inbox):
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+            await self.mailbox.close()
 
     async def arrived(self) -> dict[str, Any] | None:
         """The client's next message when it has already arrived, taken out of turn (None when
         none has, or when earlier ones are held): the caller handles it or holds it."""
-        await asyncio.sleep(0)  # a message already queued completes the pending receive
-        if self.held or not self._from_client.done():
-            return None
-        message = self._from_client.result()
-        self._from_client = asyncio.ensure_future(self._receive())
-        return message
+        return None if self.held else await self.mailbox.arrived()
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         # Unlike AsyncConsumer.dispatch: a table, not getattr, and no aclose_old_connections()
@@ -165,7 +144,7 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
 
     def deliver(self, message: dict[str, Any]) -> None:
         """Queue a message from the bus, the drain or the timer (called on the socket's loop)."""
-        self.inbox.put_nowait(message)
+        self.mailbox.deliver(message)
 
     # -- upgrade ------------------------------------------------------------------------------
 
