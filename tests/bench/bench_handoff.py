@@ -7,7 +7,9 @@ whatever else the machine does: the bare hand-off to a thread and back, the node
 threads around a function that does nothing, the same around ``SELECT 1``, ``SELECT 1`` on
 the loop's own thread with a connection of its own (the floor: the statement alone), the same
 awaited on psycopg's async connection, alone and through psycopg_pool's async pool (what a
-statement run on the loop would cost), and the agent's journal read through the same hand-off.
+statement run on the loop would cost), the agent's journal read through the same hand-off, and
+a device socket's read loop taking a client message to its handler (Channels' loop and the
+mailbox).
 """
 
 from __future__ import annotations

@@ -25,11 +25,20 @@ that each way sees the same machine:
 - ``journal``: the agent's side of the same hand-off, a read of its journal (``AsyncJournal.job``
   of a job it does not hold: a SQLite ``SELECT`` on the device's journal thread), which the agent
   makes about ten times per job.
+
+And what a device socket spends to take one client message to its handler, the socket's read
+loop kept running (each call puts a message in the server's queue, as Daphne does, and waits
+until the handler has it):
+
+- ``dispatch_channels``: Channels' ``await_many_dispatch`` over the client and the socket's own
+  queue (``asyncio.wait`` and a new task per message), the consumer's loop before the mailbox;
+- ``dispatch``: :class:`qprint.realtime.mailbox.Mailbox`, the consumer's loop now.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import resource
@@ -40,6 +49,46 @@ import time
 from pathlib import Path
 
 ROUNDS = 10
+
+
+class _Dispatched:
+    """A socket's read loop over the server's queue and its own, kept running between calls."""
+
+    def __init__(self, mailbox: bool) -> None:
+        from channels.utils import await_many_dispatch
+
+        from qprint.realtime.mailbox import Mailbox
+
+        self.server: asyncio.Queue[dict] = asyncio.Queue()
+        self.handled: asyncio.Future | None = None
+        if mailbox:
+            self.box = Mailbox(self.server.get)
+            self.reading = asyncio.ensure_future(self._mailbox_loop())
+        else:
+            own: asyncio.Queue[dict] = asyncio.Queue()
+            self.reading = asyncio.ensure_future(
+                await_many_dispatch([self.server.get, own.get], self._handle)
+            )
+
+    async def _mailbox_loop(self) -> None:
+        try:
+            while True:
+                await self._handle(await self.box.next())
+        finally:
+            await self.box.close()
+
+    async def _handle(self, message: dict) -> None:
+        self.handled.set_result(message)
+
+    async def __call__(self) -> None:
+        self.handled = asyncio.get_running_loop().create_future()
+        self.server.put_nowait({"type": "websocket.receive", "text": "{}"})
+        await self.handled
+
+    async def close(self) -> None:
+        self.reading.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.reading
 
 
 def _cpu() -> float:
@@ -112,6 +161,7 @@ async def main(calls: int) -> dict:
     journal_dir = tempfile.TemporaryDirectory(prefix="bench-journal-")
     journal = AsyncJournal(Path(journal_dir.name) / "bench.journal.sqlite3", "bench")
 
+    dispatched = {"dispatch_channels": _Dispatched(False), "dispatch": _Dispatched(True)}
     ways = {
         "hop": lambda: workers.run(nothing),
         "threads": lambda: threads.run(nothing),
@@ -122,6 +172,7 @@ async def main(calls: int) -> dict:
         "async": lambda: select_1_async(on_loop),
         "async_pool": async_pool_call,
         "journal": lambda: journal.job("not-held"),
+        **dispatched,
     }
     for run in ways.values():  # warm: threads started, pool filled, statements prepared
         for _ in range(50):
@@ -139,6 +190,8 @@ async def main(calls: int) -> dict:
     await pool.close()
     await journal.close()
     journal_dir.cleanup()
+    for loop in dispatched.values():
+        await loop.close()
     await workers.run(kept.close)
     kept.dec_thread_sharing()
     threads.shutdown()
@@ -151,6 +204,9 @@ async def main(calls: int) -> dict:
             "wall_p50_us": round(statistics.median(ordered), 1),
             "wall_p99_us": round(ordered[int(len(ordered) * 0.99) - 1], 1),
         }
+    out["dispatch_channels_over_dispatch_cpu"] = round(
+        out["dispatch_channels"]["cpu_us_per_call"] / out["dispatch"]["cpu_us_per_call"], 2
+    )
     out["statement_over_inline_cpu"] = round(
         out["statement"]["cpu_us_per_call"] / out["inline"]["cpu_us_per_call"], 1
     )

@@ -217,6 +217,9 @@ FIGURES = [
      "connection, kept; through psycopg_pool's async pool; the agent's journal read (its hand-off)",
      "database_call_handoff",
      [("figures", w, "cpu_us_per_call") for w in ("async", "async_pool", "journal")], ""),
+    ("a client message to its handler, node CPU (µs): Channels' await_many_dispatch; the "
+     "socket's mailbox", "database_call_handoff",
+     [("figures", w, "cpu_us_per_call") for w in ("dispatch_channels", "dispatch")], ""),
     ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
      "end_to_end@devices200",
      [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),
