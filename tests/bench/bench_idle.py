@@ -3,7 +3,9 @@
 One Daphne node (PostgreSQL, a Redis of the bench's own, the default 20 s heartbeat) and
 ``IDLE`` devices connecting in batches of 50 from this process, then pinging on time:
 
-- **connects per second**: devices connected and ready / time taken;
+- **connects per second**: devices connected and ready / time taken; the node's CPU per connect
+  and its share of a core meanwhile (a node near a whole core is what bounds the connects), and
+  this process's (the devices') CPU per connect;
 - **RSS per connection**: the slope of the node's RSS against the number of open sockets, from 0
   to ``IDLE`` (least squares over the batches);
 - **CPU of the node** over two heartbeats of idle sockets, as a share of one core;
@@ -102,7 +104,7 @@ async def test_idle_devices(node, bench_result):
     rss = [(0, process_rss_bytes(pid))]
     devices: list[RealDevice] = []
     spy = profiler(pid, "idle-connects") if PROFILE_DIR else None
-    started = time.monotonic()
+    started, node_cpu, own_cpu = time.monotonic(), process_cpu_seconds(pid), time.process_time()
     for start in range(0, IDLE, BATCH):
         batch = made[start : start + BATCH]
         devices += await asyncio.gather(*(connect(node.ws, t) for _, _, t in batch))
@@ -110,6 +112,7 @@ async def test_idle_devices(node, bench_result):
     while await database_sync_to_async(ready_count)() < IDLE:
         await asyncio.sleep(0.1)
     connect_seconds = time.monotonic() - started
+    node_cpu, own_cpu = process_cpu_seconds(pid) - node_cpu, time.process_time() - own_cpu
     if spy is not None:
         spy.stop()
     await asyncio.sleep(5)  # settled
@@ -130,6 +133,9 @@ async def test_idle_devices(node, bench_result):
     figures = {
         "devices": IDLE,
         "connects_per_s": round(IDLE / connect_seconds, 1),
+        "node_cpu_ms_per_connect": round(1000 * node_cpu / IDLE, 2),
+        "node_cpu_percent_of_core_connecting": round(100 * node_cpu / connect_seconds, 1),
+        "devices_cpu_ms_per_connect": round(1000 * own_cpu / IDLE, 2),
         "rss_per_connection_kib": round(slope(rss) / 1024, 1),
         "rss_mib": [[n, round(b / 2**20, 1)] for n, b in rss],
         "node_cpu_percent_of_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
