@@ -5,8 +5,8 @@ own (the bus's, the drain's, its timer's, delivered on the socket's loop), one a
 ``await_many_dispatch`` waits on both with ``asyncio.wait`` and a new task for every message.
 Here one task, living as long as the socket, moves the client's messages into a queue,
 :meth:`Mailbox.deliver` appends the socket's own to another, and the reader waits on one future
-only when both are empty: about 60 % of the CPU per message, and 3 KiB less per socket
-(docs/PERFORMANCE.md, "The thirteenth step").
+only when both are empty: a message costs about 60 % of the CPU it did, and a socket holds 3 KiB
+less (docs/PERFORMANCE.md, "The thirteenth step").
 
 The order it keeps:
 
