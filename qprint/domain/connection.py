@@ -52,8 +52,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection as db
+from django.db.models import CharField, OuterRef
 
 from qprint.core import prepared, sql, wire
+from qprint.core.prepared import Param, PreparedQuery
 from qprint.domain import reconcile
 from qprint.models import Device, DeviceKind, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
@@ -172,6 +174,29 @@ def lease_seconds(heartbeat_seconds: float) -> float:
     return LEASE_HEARTBEATS * heartbeat_seconds
 
 
+def _take_assignments() -> str:
+    """The SET of a take (``%s``: the connection's id, its node, the lease's seconds)."""
+    return f"""connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
+        connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+        connection_since = {sql.now()}"""
+
+
+#: What a take returns, in the order :func:`_taken` reads.
+_TAKEN_COLUMNS = ("enabled", "paused", "control_revision", "settings_revision", "settings")
+
+
+def _taken(device_id: int, row: tuple) -> Taken:
+    """The :class:`Taken` of a row of :data:`_TAKEN_COLUMNS`, with the device's active jobs."""
+    return Taken(
+        enabled=bool(row[0]),
+        paused=bool(row[1]),
+        control_revision=int(row[2]),
+        settings_revision=int(row[3]),
+        settings=sql.json_value(row[4]) or {},
+        active_jobs=reconcile.active_jobs(device_id),
+    )
+
+
 def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds: float) -> Taken:
     """Take the device's row for a new connection: newest wins, not ready, a fresh lease.
 
@@ -181,12 +206,9 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
     with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce:
         rows = prepared.fetch(
             f"""
-            UPDATE {t["device"]} SET
-                connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
-                connection_since = {sql.now()}
+            UPDATE {t["device"]} SET {_take_assignments()}
             WHERE id = %s
-            RETURNING enabled, paused, control_revision, settings_revision, settings
+            RETURNING {", ".join(_TAKEN_COLUMNS)}
             """,
             [
                 sql.uuid_param(connection_id),
@@ -199,14 +221,53 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             raise Replaced(f"device {device_id} does not exist")
         row = rows[0]
         announce()
-    return Taken(
-        enabled=bool(row[0]),
-        paused=bool(row[1]),
-        control_revision=int(row[2]),
-        settings_revision=int(row[3]),
-        settings=sql.json_value(row[4]) or {},
-        active_jobs=reconcile.active_jobs(device_id),
+    return _taken(device_id, row)
+
+
+#: The gate of :func:`take_presented`: the agent holding the token hashed ``digest`` (the
+#: credential lookup's own index), and whether its tenant has a webhook endpoint.
+_TAKE_GATE = PreparedQuery(
+    lambda: Device.objects.filter(
+        token_hash=Param("digest", CharField()), kind=DeviceKind.AGENT
+    ).annotate(announced=outbox.tenant_subscribed(OuterRef("tenant")))[:1]
+)
+
+
+def take_presented(
+    token_hash: str, connection_id: uuid.UUID, node: str, heartbeat_seconds: float
+) -> tuple[Device, Taken] | None:
+    """A socket's upgrade in ONE statement, its authentication included (PostgreSQL).
+
+    The agent holding the token hashed ``token_hash``, enabled, whose tenant has no webhook
+    endpoint (a ``device.connected`` delivery is written in the take's transaction, which
+    :func:`take` runs) takes its row as :func:`take` does; the statement locks the row it judges
+    and returns it whole (:class:`Device`) with what the take returns. ``None`` when it took
+    nothing (an unknown or wrong token, another kind of device, a disabled device, a tenant with
+    webhooks, SQLite): the caller then takes the full way, ``credentials.authenticate_device``
+    (its throttle and answers) and :func:`take`; nothing was written. The caller compares the
+    returned ``token_hash`` in constant time as the credential lookup does.
+    """
+    if db.vendor != "postgresql":
+        return None
+    d = raw.tables()["device"]
+    gate, params = _TAKE_GATE.statement(digest=token_hash)
+    rows = prepared.fetch(
+        f"""
+        WITH gate AS ({gate} FOR NO KEY UPDATE OF {d}), taken AS (
+            UPDATE {d} SET {_take_assignments()}
+            FROM gate
+            WHERE {d}.id = gate.id AND gate.enabled AND NOT gate.announced
+            RETURNING {", ".join(f"{d}.{c}" for c in _TAKEN_COLUMNS)}
+        )
+        SELECT gate.*, taken.* FROM gate, taken
+        """,
+        [*params, sql.uuid_param(connection_id), node, lease_seconds(heartbeat_seconds)],
     )
+    if not rows:
+        return None
+    [row] = rows
+    [device] = _TAKE_GATE.instances([row])
+    return device, _taken(device.pk, row[-len(_TAKEN_COLUMNS) :])
 
 
 @functools.cache

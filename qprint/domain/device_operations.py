@@ -21,7 +21,7 @@ from typing import Any
 
 from qprint import documents
 from qprint.core.errors import NotFound
-from qprint.domain import commands, credentials, events
+from qprint.domain import commands, connection, credentials, events
 from qprint.domain.claim import (
     NOT_READ,
     Assignment,
@@ -49,6 +49,26 @@ class Answer:
 
 
 # -- the operations ----------------------------------------------------------------------------
+
+
+def open_socket(
+    presented: credentials.PresentedToken,
+    connection_id: uuid.UUID,
+    node: str,
+    heartbeat_seconds: float,
+) -> tuple[Device, connection.Taken]:
+    """A socket's upgrade: the device presenting the token takes its connection record for
+    ``connection_id``. One statement in the common case (:func:`connection.take_presented`, the
+    token matched in it); otherwise the one way in, :meth:`~credentials.PresentedToken.authenticate`
+    (401 unknown, 429 throttled, 403 disabled, as :class:`~qprint.core.errors.QPrintError`), then
+    :func:`connection.take` (:class:`connection.Replaced` when the device was deleted meanwhile)."""
+    found = connection.take_presented(presented.token_hash, connection_id, node, heartbeat_seconds)
+    if found is not None:
+        device, taken = found
+        presented.require(device.token_hash, device.enabled)
+        return device, taken
+    device = presented.authenticate()
+    return device, connection.take(device.pk, connection_id, node, heartbeat_seconds)
 
 
 def claim(

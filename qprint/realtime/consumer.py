@@ -43,6 +43,7 @@ from qprint.domain import (
     commands,
     connection,
     credentials,
+    device_operations,
     devices,
     throttle,
 )
@@ -158,25 +159,25 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             await self._refuse(401, "unauthorized", "A device token is required.")
         if await drain.current().is_draining():
             await self._refuse(503, "draining", "This node is draining; connect to another.")
-        source = _client_address(self.scope)
+        presented = credentials.PresentedToken(token, _client_address(self.scope))
         try:
-            device = await socket_db.run(credentials.authenticate_device, token, source=source)
+            device, taken = await socket_db.run(
+                device_operations.open_socket,
+                presented,
+                self.connection_id,
+                self.node,
+                self.heartbeat,
+            )
         except QPrintError as exc:  # 401 unknown, 429 a throttled wrong token, 403 disabled
             await self._refuse(exc.status, exc.code, exc.message)
+        except connection.Replaced:  # deleted between the token's check and the take
+            await self._refuse(401, "unauthorized", "Unknown device.")
         except Exception as exc:
             await socket_db.run(database.log_cause, exc)  # what the pool's timeout hides
             await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
         self.device_id = device.pk
         self.tenant = device.tenant
         self.label = f"{device.tenant}/{device.name}"
-        try:
-            taken = await socket_db.run(
-                connection.take, device.pk, self.connection_id, self.node, self.heartbeat
-            )
-        except connection.Replaced:
-            await self._refuse(401, "unauthorized", "Unknown device.")
-        except Exception as exc:
-            await self._refuse(503, "unavailable", f"The database did not answer: {exc!r}")
         self.holds_row = True
         self.session = DeviceSession(
             device_id=device.pk,

@@ -1,9 +1,11 @@
 """Round trips of the job path on PostgreSQL, as docs/PERFORMANCE.md says: a claim (its replay,
 an empty claim, a refusal) is one statement with no transaction of its own, over HTTP too, the
 device's token matched in its lock; a submission is two statements (BEGIN and COMMIT aside); a new
-device event is one statement with no transaction of its own, its replay a transaction."""
+device event is one statement with no transaction of its own, its replay a transaction; a socket's
+upgrade takes the connection record in one statement, the token matched in it."""
 
 import re
+import uuid
 
 import pytest
 from django.db import IntegrityError, connection, transaction
@@ -14,11 +16,18 @@ from django.urls import reverse
 from qprint import api
 from qprint.core import executor
 from qprint.core.errors import QPrintError, Unauthorized
-from qprint.domain import claim, events
+from qprint.domain import claim, credentials, events
 from qprint.domain.claim import claim_next_job
-from qprint.domain.device_operations import pushed_claim
+from qprint.domain.device_operations import open_socket, pushed_claim
 from qprint.domain.events import record_device_event, server_event_fingerprint
-from qprint.models import Device, PrintJob, PrintJobEvent
+from qprint.models import (
+    AuthFailureCount,
+    Device,
+    PrintJob,
+    PrintJobEvent,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from tests.qprint.helpers import (
     PDF,
     connect,
@@ -668,3 +677,57 @@ def test_a_run_opening_with_received_again_keeps_the_time_the_job_was_received()
     job = PrintJob.objects.get(pk=assignment.job_id)
     assert (job.status, job.received_at) == ("SPOOLED", received_at)
     assert outcomes[0].job.received_at == received_at
+
+
+def upgrade(token: str, address: str = "127.0.0.20"):
+    """A socket's upgrade as the consumer makes it, with a new connection id."""
+    presented = credentials.PresentedToken(token, address)
+    return open_socket(presented, uuid.uuid4(), "node-up", 20.0)
+
+
+def test_a_socket_upgrade_takes_the_record_in_one_statement_its_token_matched_in_it():
+    """The token's lookup, the lock and the take in one statement, committed by itself, then the
+    read of the device's active jobs (the hello lists them): two round trips, no BEGIN."""
+    made = make_device()
+    job = submit(connect(made.device))
+    claimed = claim_next_job(made.device.pk)
+    record_device_event(made.device.pk, job.pk, event(claimed, "RECEIVED"))
+    (device, taken), sent = round_trips(lambda: upgrade(made.token))
+    assert len(sent) == 2, sent
+    assert "token_hash" in sent[0] and "UPDATE" in sent[0]
+    assert device.pk == made.device.pk and device.name == "front-desk"
+    assert taken.enabled and not taken.paused
+    assert taken.active_jobs == ((str(job.pk), str(claimed.claim_id), "RECEIVED"),)
+    row = Device.objects.get(pk=made.device.pk)
+    assert row.connection_node == "node-up" and not row.connection_ready
+    assert row.connection_lease_expires_at is not None
+
+
+def test_an_upgrade_its_statement_does_not_take_comes_in_through_the_one_door():
+    """A disabled device, an unknown token and a token of another kind take nothing in the
+    statement and get the door's answers (403, 401 with the failure counted); the row of the
+    disabled device is not taken."""
+    disabled = make_device(name="off", enabled=False)
+    printer = make_device(name="star", kind="cloudprnt")
+    with pytest.raises(QPrintError) as refused:
+        upgrade(disabled.token)
+    assert refused.value.status == 403
+    assert Device.objects.get(pk=disabled.device.pk).connection_id is None
+    for token in ("not-a-token", printer.token):
+        with pytest.raises(Unauthorized):
+            upgrade(token, "127.0.0.21")
+    assert AuthFailureCount.objects.get(scope="addr:127.0.0.21").failures == 2
+    assert Device.objects.get(pk=printer.device.pk).connection_id is None
+
+
+def test_an_upgrade_of_a_tenant_with_webhooks_announces_device_connected_with_the_take():
+    """The statement takes nothing for a tenant with an endpoint; the full way takes the record
+    and writes the ``device.connected`` delivery in the same transaction."""
+    made = make_device()
+    WebhookEndpoint.objects.create(
+        tenant="acme", url="https://hooks.example.com/q", secret="whsec_x"
+    )
+    device, _ = upgrade(made.token)
+    assert device.pk == made.device.pk
+    assert Device.objects.get(pk=made.device.pk).connection_node == "node-up"
+    assert list(WebhookDelivery.objects.values_list("type", flat=True)) == ["device.connected"]

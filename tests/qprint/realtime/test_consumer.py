@@ -50,15 +50,22 @@ async def test_upgrade_of_disabled_device_is_refused_and_row_untouched(device_an
     assert (await adb(row, device.pk)).connection_id is None
 
 
+def database_down(monkeypatch, error: Exception) -> None:
+    """The upgrade's statements fail with ``error``: the one that takes the record by the token
+    (PostgreSQL) and the token's lookup of the full way."""
+
+    def broken(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(connection, "take_presented", broken)
+    monkeypatch.setattr(credentials, "device_for_token", broken)
+
+
 async def test_database_error_at_upgrade_fails_handshake_not_403(
     device_and_token, sockets, monkeypatch
 ):
     _, token = device_and_token
-
-    def broken(token, **lookup):
-        raise OperationalError("connection refused")
-
-    monkeypatch.setattr(credentials, "device_for_token", broken)
+    database_down(monkeypatch, OperationalError("connection refused"))
     with pytest.raises(consumer.UpgradeFailed, match="unavailable"):
         await sockets(token).connect(timeout=0.5)
 
@@ -67,11 +74,7 @@ async def test_database_error_at_upgrade_answers_503_with_http_response_extensio
     device_and_token, sockets, monkeypatch
 ):
     _, token = device_and_token
-    monkeypatch.setattr(
-        credentials,
-        "device_for_token",
-        lambda t, **lookup: (_ for _ in ()).throw(OperationalError("down")),
-    )
+    database_down(monkeypatch, OperationalError("down"))
     s = sockets(token)
     s.communicator.scope["extensions"] = {"websocket.http.response": {}}
     await s.communicator.send_input({"type": "websocket.connect"})

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
 
 from qprint import api
 from qprint.models import AuthFailureCount
@@ -132,8 +133,9 @@ async def test_the_http_api_and_the_socket_upgrade_come_in_through_one_door(
     device_and_token, sockets, monkeypatch
 ):
     """Both transports authenticate a device with ``credentials.authenticate_device``; the HTTP
-    claim and event match a token in their own lock and come in through it for every token that
-    lock does not match."""
+    claim and event match a token in their own lock, and the socket's upgrade in the statement
+    that takes the connection record (PostgreSQL), and come in through it for every token their
+    statement does not match."""
     from django.test import Client
     from django.urls import reverse
 
@@ -168,4 +170,8 @@ async def test_the_http_api_and_the_socket_upgrade_come_in_through_one_door(
     s = sockets(token)
     await s.hello_and_ready()
     await s.close()
-    assert came_in == ["agent", "agent", "agent"]
+    matched_in_statement = await adb(lambda: connection.vendor == "postgresql")
+    assert came_in == ["agent", "agent"] if matched_in_statement else ["agent"] * 3
+    status, _ = await upgrade_status(sockets, "not-a-token", "127.0.0.12")
+    assert status == 401
+    assert came_in[-1] == "agent" and len(came_in) == (3 if matched_in_statement else 4)
