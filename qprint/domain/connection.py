@@ -9,7 +9,10 @@ applied. This module is the only writer of those four columns, and every write i
   ``now() + 3 x heartbeat``, and ``connection_since = now()`` (shown to people, read by no
   rule); one read after it lists the device's jobs in RECEIVED or SPOOLED (``hello``'s
   ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The caller then
-  publishes ``replaced`` so an older socket closes.
+  publishes ``replaced`` so an older socket closes. The common case, authentication included,
+  is :func:`take_presented`: ``WHERE token_hash = <the hash of the presented token> AND kind =
+  'agent' AND enabled``, the tenant without webhook endpoints, in the same statement; an upgrade
+  it does not match takes the full way (``credentials.authenticate_device``, then :func:`take`).
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat. :func:`ping_many` is the same for the pings of several connections of a node at
