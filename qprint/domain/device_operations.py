@@ -8,6 +8,9 @@ the HTTP status and JSON body (``None``: 204). A refusal is the domain's
 the HTTP API turns it into ``{"error", "message"}`` with that status, the socket into a ``refused``
 frame carrying the same three.
 
+A socket's upgrade comes in here too (:func:`open_socket`): the token matched in the statement that
+takes the connection record, or the one way in then the take.
+
 The frames themselves (parsing a request, the answer frames) are the device session's
 (:mod:`qprint.realtime.session`, no I/O).
 """
