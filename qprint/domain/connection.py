@@ -11,8 +11,9 @@ applied. This module is the only writer of those four columns, and every write i
   ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The caller then
   publishes ``replaced`` so an older socket closes. The common case, authentication included,
   is :func:`take_presented`: ``WHERE token_hash = <the hash of the presented token> AND kind =
-  'agent' AND enabled``, the tenant without webhook endpoints, in the same statement; an upgrade
-  it does not match takes the full way (``credentials.authenticate_device``, then :func:`take`).
+  'agent' AND enabled``, the tenant without webhook endpoints, in the same statement, which
+  reads the active jobs too (the connect's only round trip); an upgrade it does not match takes
+  the full way (``credentials.authenticate_device``, then :func:`take`).
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat. :func:`ping_many` is the same for the pings of several connections of a node at
@@ -188,7 +189,7 @@ def _take_assignments() -> str:
 _TAKEN_COLUMNS = ("enabled", "paused", "control_revision", "settings_revision", "settings")
 
 
-def _taken(device_id: int, row: tuple) -> Taken:
+def _taken(row: tuple, active_jobs: tuple[tuple[str, str, str], ...]) -> Taken:
     """The :class:`Taken` of a row of :data:`_TAKEN_COLUMNS`, with the device's active jobs."""
     return Taken(
         enabled=bool(row[0]),
@@ -196,7 +197,7 @@ def _taken(device_id: int, row: tuple) -> Taken:
         control_revision=int(row[2]),
         settings_revision=int(row[3]),
         settings=sql.json_value(row[4]) or {},
-        active_jobs=reconcile.active_jobs(device_id),
+        active_jobs=active_jobs,
     )
 
 
@@ -224,15 +225,18 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             raise Replaced(f"device {device_id} does not exist")
         row = rows[0]
         announce()
-    return _taken(device_id, row)
+    return _taken(row, reconcile.active_jobs(device_id))
 
 
 #: The gate of :func:`take_presented`: the agent holding the token hashed ``digest`` (the
-#: credential lookup's own index), and whether its tenant has a webhook endpoint.
+#: credential lookup's own index), whether its tenant has a webhook endpoint, and its active jobs.
 _TAKE_GATE = PreparedQuery(
     lambda: Device.objects.filter(
         token_hash=Param("digest", CharField()), kind=DeviceKind.AGENT
-    ).annotate(announced=outbox.tenant_subscribed(OuterRef("tenant")))[:1]
+    ).annotate(
+        announced=outbox.tenant_subscribed(OuterRef("tenant")),
+        active_jobs=reconcile.active_jobs_column(OuterRef("pk")),
+    )[:1]
 )
 
 
@@ -244,7 +248,8 @@ def take_presented(
     The agent holding the token hashed ``token_hash``, enabled, whose tenant has no webhook
     endpoint (a ``device.connected`` delivery is written in the take's transaction, which
     :func:`take` runs) takes its row as :func:`take` does; the statement locks the row it judges
-    and returns it whole (:class:`Device`) with what the take returns. ``None`` when it took
+    and returns it whole (:class:`Device`) with what the take returns, the device's active jobs
+    read in the same statement (:func:`reconcile.active_jobs_column`). ``None`` when it took
     nothing (an unknown or wrong token, another kind of device, a disabled device, a tenant with
     webhooks, SQLite): the caller then takes the full way, ``credentials.authenticate_device``
     (its throttle and answers) and :func:`take`; nothing was written. The caller compares the
@@ -270,7 +275,7 @@ def take_presented(
         return None
     [row] = rows
     [device] = _TAKE_GATE.instances([row])
-    return device, _taken(device.pk, row[-len(_TAKEN_COLUMNS) :])
+    return device, _taken(row[-len(_TAKEN_COLUMNS) :], reconcile.active_jobs_of(device.active_jobs))
 
 
 @functools.cache
