@@ -33,7 +33,6 @@ from qprint.domain.claim import (
     claim_next_job,
     claim_on_wakeup,
 )
-from qprint.domain.connection import DeviceState
 from qprint.models import Device
 from qprint.models.serializers import assignment_body, command_object, event_object
 
@@ -109,7 +108,7 @@ def pushed_claim(
 def pushed_on_wakeup(
     device_id: int,
     connection_id: uuid.UUID,
-    decide: Callable[[DeviceState], bool],
+    decide: Callable[[connection.DeviceState], bool],
     document_url: Callable[[Any], str],
     *,
     token_hash: str,
