@@ -12,7 +12,7 @@ applied. This module is the only writer of those four columns, and every write i
   publishes ``replaced`` so an older socket closes. The common case, authentication included,
   is :func:`take_presented`: ``WHERE token_hash = <the hash of the presented token> AND kind =
   'agent' AND enabled``, the tenant without webhook endpoints, in the same statement, which
-  reads the active jobs too (the connect's only round trip); an upgrade it does not match takes
+  reads the active jobs too (the upgrade's only round trip); an upgrade it does not match takes
   the full way (``credentials.authenticate_device``, then :func:`take`).
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
@@ -249,9 +249,11 @@ def take_presented(
     endpoint (a ``device.connected`` delivery is written in the take's transaction, which
     :func:`take` runs) takes its row as :func:`take` does; the statement locks the row it judges
     and returns it whole (:class:`Device`) with what the take returns, the device's active jobs
-    read in the same statement (:func:`reconcile.active_jobs_column`). ``None`` when it took
-    nothing (an unknown or wrong token, another kind of device, a disabled device, a tenant with
-    webhooks, SQLite): the caller then takes the full way, ``credentials.authenticate_device``
+    read in the same statement (:func:`reconcile.active_jobs_column`; as of the statement's
+    start, where :func:`take` reads them after its commit: a job the device reports meanwhile is
+    in its journal either way, and an event sent again is answered as a replay). ``None`` when it
+    took nothing (an unknown or wrong token, another kind of device, a disabled device, a tenant
+    with webhooks, SQLite): the caller then takes the full way, ``credentials.authenticate_device``
     (its throttle and answers) and :func:`take`; nothing was written. The caller compares the
     returned ``token_hash`` in constant time as the credential lookup does.
     """

@@ -685,46 +685,53 @@ def upgrade(token: str, address: str = "127.0.0.20"):
     return open_socket(presented, uuid.uuid4(), "node-up", 20.0)
 
 
+def holding_jobs(device) -> tuple[tuple[str, str, str], ...]:
+    """Three jobs of ``device``: the last submitted (a higher priority) claimed and received
+    first, then SPOOLED; the first submitted received second; one only claimed (not active).
+    What ``hello`` must list, oldest received first (not in the order they were submitted)."""
+    first = submit(device)
+    second = submit(device, priority=5)
+    submit(device)
+    listed = []
+    for expected, status in ((second, "SPOOLED"), (first, "RECEIVED")):
+        claimed = claim_next_job(device.pk)
+        assert claimed.job_id == expected.pk
+        record_device_event(device.pk, expected.pk, event(claimed, "RECEIVED"))
+        if status == "SPOOLED":
+            record_device_event(device.pk, expected.pk, event(claimed, "SPOOLED"))
+        listed.append((str(expected.pk), str(claimed.claim_id), status))
+    assert claim_next_job(device.pk) is not None  # the third: claimed, never received
+    return tuple(listed)
+
+
 def test_a_socket_upgrade_takes_the_record_in_one_statement_its_token_matched_in_it():
     """The token's lookup, the lock, the take and the read of the device's active jobs (the hello
     lists them, oldest received first) in one statement, committed by itself: one round trip."""
     made = make_device()
-    device = connect(made.device)
-    jobs = [submit(device) for _ in range(3)]
-    claims = []
-    for job in jobs:  # each claimed, the first two received in turn (the third only claimed)
-        claims.append(claim_next_job(made.device.pk))
-        if len(claims) < 3:
-            record_device_event(made.device.pk, job.pk, event(claims[-1], "RECEIVED"))
-    record_device_event(made.device.pk, jobs[1].pk, event(claims[1], "SPOOLED"))
-    assert all(claims)
+    listed = holding_jobs(connect(made.device))
     (device, taken), sent = round_trips(lambda: upgrade(made.token))
     assert len(sent) == 1, sent
     assert "token_hash" in sent[0] and "UPDATE" in sent[0] and "qprint_job" in sent[0]
     assert device.pk == made.device.pk and device.name == "front-desk"
     assert taken.enabled and not taken.paused
-    # The third job is claimed, not received: only the device's RECEIVED makes it active.
-    assert taken.active_jobs == (
-        (str(jobs[0].pk), str(claims[0].claim_id), "RECEIVED"),
-        (str(jobs[1].pk), str(claims[1].claim_id), "SPOOLED"),
-    )
+    assert taken.active_jobs == listed
     row = Device.objects.get(pk=made.device.pk)
     assert row.connection_node == "node-up" and not row.connection_ready
     assert row.connection_lease_expires_at is not None
 
 
 def test_the_full_way_of_an_upgrade_lists_the_same_active_jobs():
-    """A tenant with webhooks takes the full way (door, take, then a read of the active jobs):
-    the hello lists what the one statement would."""
+    """A tenant with webhooks takes the full way (the door, the take with its ``device.connected``
+    delivery, then a read of the active jobs): the same list as the one statement's."""
     made = make_device()
-    job = submit(connect(made.device))
-    claimed = claim_next_job(made.device.pk)
-    record_device_event(made.device.pk, job.pk, event(claimed, "RECEIVED"))
+    listed = holding_jobs(connect(made.device))
     WebhookEndpoint.objects.create(
         tenant="acme", url="https://hooks.example.com/q", secret="whsec_x"
     )
-    _, taken = upgrade(made.token)
-    assert taken.active_jobs == ((str(job.pk), str(claimed.claim_id), "RECEIVED"),)
+    (_, taken), sent = round_trips(lambda: upgrade(made.token))
+    assert len(sent) > 1, sent
+    assert WebhookDelivery.objects.filter(type="device.connected").exists()
+    assert taken.active_jobs == listed
 
 
 def test_an_upgrade_its_statement_does_not_take_comes_in_through_the_one_door():
