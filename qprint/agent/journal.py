@@ -172,23 +172,52 @@ class Journal:
         otherwise), which is how submission and cancellation exclude each other.
         """
         with self._tx():
-            row = self.db.execute(
-                "SELECT claim_id, state FROM jobs WHERE job_id = ?", (job_id,)
-            ).fetchone()
-            if row is None:
-                raise KeyError(job_id)
-            claim_id, current = row
-            if expect is not None and current not in expect:
-                return False
-            if current in FINAL_STATES:
-                return False
-            self.db.execute(
-                "UPDATE jobs SET state = ?, spool_ref = COALESCE(?, spool_ref), updated_at = ?"
-                " WHERE job_id = ?",
-                (state, spool_ref, time.time(), job_id),
+            return self._advance(job_id, state, event, message, detail, spool_ref, expect)
+
+    def spooled(self, job_id: str, spool_ref: str, ended: tuple[str, str] | None = None) -> bool:
+        """``SUBMITTING`` -> ``SPOOLED`` with its event (the reference in its detail), in one
+        durable transaction. With ``ended`` (``(state, message)``: the submission itself ended
+        the job, a file written or bytes handed to a raw printer), the job moves on to that final
+        state and its event is queued after ``SPOOLED``'s, in the same transaction: ``SPOOLED``
+        guards no act (the spooler has the job already), so one commit records both, as two
+        would. False when the job was not ``SUBMITTING``."""
+        with self._tx():
+            moved = self._advance(
+                job_id, SPOOLED, SPOOLED, "", {"spool_ref": spool_ref}, spool_ref, {SUBMITTING}
             )
-            if event:
-                self._queue_event(job_id, claim_id, event, message, detail)
+            if moved and ended is not None:
+                state, message = ended
+                self._advance(job_id, state, state, message, {}, None, {SPOOLED})
+        return moved
+
+    def _advance(
+        self,
+        job_id: str,
+        state: str,
+        event: str | None,
+        message: str,
+        detail: dict[str, Any] | None,
+        spool_ref: str | None,
+        expect: frozenset[str] | set[str] | None,
+    ) -> bool:
+        """:meth:`advance`'s writes, in the caller's transaction."""
+        row = self.db.execute(
+            "SELECT claim_id, state FROM jobs WHERE job_id = ?", (job_id,)
+        ).fetchone()
+        if row is None:
+            raise KeyError(job_id)
+        claim_id, current = row
+        if expect is not None and current not in expect:
+            return False
+        if current in FINAL_STATES:
+            return False
+        self.db.execute(
+            "UPDATE jobs SET state = ?, spool_ref = COALESCE(?, spool_ref), updated_at = ?"
+            " WHERE job_id = ?",
+            (state, spool_ref, time.time(), job_id),
+        )
+        if event:
+            self._queue_event(job_id, claim_id, event, message, detail)
         return True
 
     def record_unknown(self, job_id: str, claim_id: str, message: str) -> bool:

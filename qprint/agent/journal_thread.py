@@ -60,6 +60,11 @@ class AsyncJournal:
     async def advance(self, job_id: str, state: str, **kwargs: Any) -> bool:
         return await self._run(self._journal.advance, job_id, state, **kwargs)
 
+    async def spooled(
+        self, job_id: str, spool_ref: str, ended: tuple[str, str] | None = None
+    ) -> bool:
+        return await self._run(self._journal.spooled, job_id, spool_ref, ended)
+
     async def record_unknown(self, job_id: str, claim_id: str, message: str) -> bool:
         return await self._run(self._journal.record_unknown, job_id, claim_id, message)
 

@@ -395,22 +395,16 @@ class JobRunner:
                 a.job_id, "OUTCOME_UNKNOWN", f"spooler failed: {exc!r}", "spool_error"
             )
             return
-        await self.journal.advance(
-            a.job_id,
-            j.SPOOLED,
-            event="SPOOLED",
-            spool_ref=ref,
-            detail={"spool_ref": ref},
-            expect=frozenset({j.SUBMITTING}),
-        )
-        logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
         settled = self.spooler.settled(ref)
+        ended = None if settled is None else (settled.status, settled.message)
+        # Submitting may have finished it: then SPOOLED and how it ended are journaled in one
+        # commit, go out together (the caller's flush), and the server records them in one
+        # transaction.
+        moved = await self.journal.spooled(a.job_id, ref, ended)
+        logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
         if settled is not None:
-            # Submitting finished it: SPOOLED and how it ended go out together (the caller's
-            # flush), and the server records them in one transaction.
-            await self._finish(
-                a.job_id, settled.status, settled.message, None, expect=frozenset({j.SPOOLED})
-            )
+            if moved:
+                self._log_end(a.job_id, settled.status, settled.message)
             return
         # On the socket SPOOLED goes out now and its answer is taken with PRINTED's; over HTTP
         # it is sent (and answered) before the job is followed, as before.
@@ -446,8 +440,11 @@ class JobRunner:
         if await self.journal.advance(
             job_id, status, event=status, message=message, detail=detail, expect=expect
         ):
-            log = logger.info if status == "PRINTED" else logger.warning
-            log("job_%s device=%s job=%s message=%s", status.lower(), self.device, job_id, message)
+            self._log_end(job_id, status, message)
+
+    def _log_end(self, job_id: str, status: str, message: str) -> None:
+        log = logger.info if status == "PRINTED" else logger.warning
+        log("job_%s device=%s job=%s message=%s", status.lower(), self.device, job_id, message)
 
 
 def _mismatch(a: Assignment, data: bytes) -> tuple[str, str] | None:

@@ -130,3 +130,45 @@ def test_an_acknowledgement_hands_over_the_next_report_and_only_it_skips_the_fsy
     journal.advance("job-1", "RECEIVED", event="RECEIVED")
     assert syncs[-1] == "PRAGMA synchronous=FULL"  # no guarding write ran under NORMAL
     assert journal.outcome(received) == (True, "ok")
+
+
+def submitting(tmp_path) -> Journal:
+    journal = Journal(tmp_path / "j.sqlite3")
+    journal.remember_claim("job-1", "claim-1")
+    journal.advance("job-1", "RECEIVED", event="RECEIVED")
+    journal.advance("job-1", "SUBMITTING", expect=frozenset({"RECEIVED"}))
+    return journal
+
+
+def test_a_submission_that_ended_the_job_is_journaled_spooled_and_printed_in_one_commit(tmp_path):
+    """A file written or bytes handed to a raw printer: SPOOLED (with its reference) and PRINTED
+    in one durable commit, their reports queued in that order, both there after a restart."""
+    journal = submitting(tmp_path)
+    commits = []
+    journal.db.set_trace_callback(lambda sql: commits.append(sql) if sql == "COMMIT" else None)
+    assert journal.spooled("job-1", "out/job-1.pdf", ("PRINTED", "written"))
+    assert len(commits) == 1
+    assert journal.db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL: on disk
+    reopened = Journal(tmp_path / "j.sqlite3")
+    entry = reopened.job("job-1")
+    assert (entry.state, entry.spool_ref) == ("PRINTED", "out/job-1.pdf")
+    reports = [r.body for r in reopened.pending()][1:]  # after RECEIVED's
+    assert [(r["type"], r.get("message", "")) for r in reports] == [
+        ("SPOOLED", ""),
+        ("PRINTED", "written"),
+    ]
+    assert reports[0]["detail"] == {"spool_ref": "out/job-1.pdf"}
+
+
+def test_a_spooler_holding_the_job_leaves_it_spooled_and_a_job_not_submitting_is_not_moved(
+    tmp_path,
+):
+    journal = submitting(tmp_path)
+    assert journal.spooled("job-1", "cups:42")
+    assert journal.job("job-1").state == "SPOOLED"
+    assert [r.body["type"] for r in journal.pending()] == ["RECEIVED", "SPOOLED"]
+    # Not SUBMITTING (here SPOOLED already): nothing moves, nothing is queued.
+    assert not journal.spooled("job-1", "cups:43", ("PRINTED", ""))
+    entry = journal.job("job-1")
+    assert (entry.state, entry.spool_ref) == ("SPOOLED", "cups:42")
+    assert [r.body["type"] for r in journal.pending()] == ["RECEIVED", "SPOOLED"]
