@@ -133,7 +133,13 @@ class Journal:
         return [JobEntry(*r) for r in rows]
 
     def remember_claim(
-        self, job_id: str, claim_id: str, title: str = "", assignment: dict | None = None
+        self,
+        job_id: str,
+        claim_id: str,
+        title: str = "",
+        assignment: dict | None = None,
+        *,
+        received: bool = False,
     ) -> JobEntry:
         """Record an assignment; a job already known keeps its state (a replay changes nothing).
 
@@ -142,8 +148,12 @@ class Journal:
         no act (what follows it, the download and the ``RECEIVED`` written with its own fsync, is
         safe to do again), and the server hands the same assignment out again until ``RECEIVED``;
         one lost with the machine's power is recorded again from that replay.
+
+        ``received``: the document came with the assignment and matched it, so there is nothing
+        to download: a job still ``CLAIMED`` moves on to ``RECEIVED`` with its event in the same
+        transaction, durable as :meth:`advance` writes it.
         """
-        with self._tx(durable=False):
+        with self._tx(durable=received):
             self.db.execute(
                 "INSERT INTO jobs (job_id, claim_id, state, title, assignment, updated_at)"
                 " VALUES (?,?,?,?,?,?)"
@@ -151,6 +161,8 @@ class Journal:
                 " WHERE jobs.state = 'CLAIMED'",
                 (job_id, claim_id, CLAIMED, title, json.dumps(assignment or {}), time.time()),
             )
+            if received:
+                self._advance(job_id, RECEIVED, RECEIVED, "", None, None, {CLAIMED})
         entry = self.job(job_id)
         assert entry is not None
         return entry

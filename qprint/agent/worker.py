@@ -225,8 +225,12 @@ class JobRunner:
 
     async def handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
         a = assignment
+        # A document that came inline and matches is received with the record, in one commit.
+        inline = a.inline is not None and _mismatch(a, a.inline) is None
         # Recorded, or the entry of a job already known (a replay changes nothing).
-        entry = await self.journal.remember_claim(a.job_id, a.claim_id, a.title, a.body)
+        entry = await self.journal.remember_claim(
+            a.job_id, a.claim_id, a.title, a.body, received=inline
+        )
         if not entry.may_submit:
             # Submitted before (or final): never again. Tell the server what we know.
             if entry.final and not await self.journal.has_pending(a.job_id):
@@ -243,7 +247,10 @@ class JobRunner:
             return DONE
         logger.info("job_claimed device=%s job=%s claim=%s", self.device, a.job_id, a.claim_id)
 
-        data, failure = await self._download(endpoints, a)
+        if inline:
+            data, failure = a.inline or b"", None
+        else:
+            data, failure = await self._download(endpoints, a)
         if failure == RETRY_LATER:
             return RETRY_LATER
         if failure is not None:
@@ -261,9 +268,10 @@ class JobRunner:
             await self.reporter.flush(endpoints)
             return DONE
 
-        await self.journal.advance(
-            a.job_id, j.RECEIVED, event="RECEIVED", expect=frozenset({j.CLAIMED})
-        )
+        if not inline:
+            await self.journal.advance(
+                a.job_id, j.RECEIVED, event="RECEIVED", expect=frozenset({j.CLAIMED})
+            )
         if not await self.reporter.flush(endpoints):
             return RETRY_LATER  # RECEIVED not acknowledged yet: the next claim replays this job
         entry, refused = await self.journal.receipt(a.job_id)

@@ -172,3 +172,27 @@ def test_a_spooler_holding_the_job_leaves_it_spooled_and_a_job_not_submitting_is
     entry = journal.job("job-1")
     assert (entry.state, entry.spool_ref) == ("SPOOLED", "cups:42")
     assert [r.body["type"] for r in journal.pending()] == ["RECEIVED", "SPOOLED"]
+
+
+def test_an_assignment_whose_document_came_inline_is_recorded_received_in_one_durable_commit(
+    tmp_path,
+):
+    """Nothing to download: the record and RECEIVED (with its report) in one commit, with the
+    fsync RECEIVED needs; a replay of a job past CLAIMED moves nothing and queues nothing."""
+    journal = Journal(tmp_path / "j.sqlite3")
+    trace = []
+    journal.db.set_trace_callback(
+        lambda sql: trace.append(sql) if sql == "COMMIT" or sql.startswith("PRAGMA") else None
+    )
+    entry = journal.remember_claim("job-1", "claim-1", "t", {"job_id": "job-1"}, received=True)
+    assert (entry.state, entry.claim_id) == ("RECEIVED", "claim-1")
+    assert trace == ["COMMIT"]  # one commit, and never under synchronous=NORMAL
+    assert [(r.body["type"], r.body["claim_id"]) for r in journal.pending()] == [
+        ("RECEIVED", "claim-1")
+    ]
+    assert Journal(tmp_path / "j.sqlite3").job("job-1").state == "RECEIVED"
+
+    journal.advance("job-1", "SUBMITTING", expect=frozenset({"RECEIVED"}))
+    again = journal.remember_claim("job-1", "claim-2", received=True)
+    assert (again.state, again.claim_id) == ("SUBMITTING", "claim-1")
+    assert [r.body["type"] for r in journal.pending()] == ["RECEIVED"]

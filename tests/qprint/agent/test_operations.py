@@ -152,3 +152,55 @@ async def test_spooled_and_printed_go_out_together_when_submitting_finished_the_
     # server records them in one transaction). Held: SPOOLED went out before the job was followed.
     printed_sent = log.index(("sent", "PRINTED"))
     assert (printed_sent < log.index(("answered", "SPOOLED"))) is together
+
+
+class CountingSpooler(NullSpooler):
+    def __init__(self):
+        self.submitted: list[str] = []
+
+    def submit(self, job):
+        self.submitted.append(job.job_id)
+        return super().submit(job)
+
+
+@pytest.mark.parametrize("matches", [True, False], ids=["matching", "other-document"])
+async def test_an_inline_document_is_received_with_its_record_or_failed_without_printing(
+    tmp_path, matches
+):
+    """A pushed document that matches its assignment is received (journaled with the record,
+    test_journal.py) and printed; one that does not is FAILED (checksum_mismatch), never RECEIVED
+    nor printed, as after a download."""
+    ops = SocketOperations()
+    sent: list[tuple[str, dict]] = []
+
+    def answer(frame):
+        sent.append((frame["event_type"], frame.get("detail") or {}))
+        return {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
+                "event": {"event_id": frame["event_id"]}}  # fmt: skip
+
+    sock = Socket(answer)
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim", "event"}))
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    http = http_client([])
+    spooler = CountingSpooler()
+    runner = JobRunner(
+        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
+    )
+    data = b"%PDF-1.4 inline"
+    digest = hashlib.sha256(data if matches else b"another document").hexdigest()
+    job_id = str(uuid.uuid4())
+    body = {"job_id": job_id, "claim_id": str(uuid.uuid4()), "size": len(data),
+            "sha256": digest, "content_type": "application/pdf",
+            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
+    try:
+        assert await runner.handle(ENDPOINTS, Assignment.from_body(body)) == DONE
+        state = (await journal.job(job_id)).state
+    finally:
+        await journal.close()
+    if matches:
+        assert [kind for kind, _ in sent] == ["RECEIVED", "SPOOLED", "PRINTED"]
+        assert spooler.submitted == [job_id] and state == "PRINTED"
+    else:
+        assert sent == [("FAILED", {"reason": "checksum_mismatch"})]
+        assert spooler.submitted == [] and state == "FAILED"
