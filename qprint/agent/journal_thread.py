@@ -53,17 +53,9 @@ class AsyncJournal:
         return await self._run(self._journal.jobs_in, *states)
 
     async def remember_claim(
-        self,
-        job_id: str,
-        claim_id: str,
-        title: str = "",
-        assignment: dict | None = None,
-        *,
-        received: bool = False,
+        self, job_id: str, claim_id: str, *args: Any, **kwargs: Any
     ) -> j.JobEntry:
-        return await self._run(
-            self._journal.remember_claim, job_id, claim_id, title, assignment, received=received
-        )
+        return await self._run(self._journal.remember_claim, job_id, claim_id, *args, **kwargs)
 
     async def advance(self, job_id: str, state: str, **kwargs: Any) -> bool:
         return await self._run(self._journal.advance, job_id, state, **kwargs)
