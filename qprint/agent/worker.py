@@ -225,8 +225,10 @@ class JobRunner:
 
     async def handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
         a = assignment
-        # A document that came inline and matches is received with the record, in one commit.
-        inline = a.inline is not None and _mismatch(a, a.inline) is None
+        # A document that came inline is checked as a download is; one that matches is received
+        # with the record, in one commit.
+        checked = None if a.inline is None else _mismatch(a, a.inline)
+        inline = a.inline is not None and checked is None
         # Recorded, or the entry of a job already known (a replay changes nothing).
         entry = await self.journal.remember_claim(
             a.job_id, a.claim_id, a.title, a.body, received=inline
@@ -247,8 +249,8 @@ class JobRunner:
             return DONE
         logger.info("job_claimed device=%s job=%s claim=%s", self.device, a.job_id, a.claim_id)
 
-        if inline:
-            data, failure = a.inline or b"", None
+        if a.inline is not None:
+            data, failure = a.inline, checked
         else:
             data, failure = await self._download(endpoints, a)
         if failure == RETRY_LATER:
@@ -343,8 +345,6 @@ class JobRunner:
     async def _download(
         self, endpoints: Endpoints, a: Assignment
     ) -> tuple[bytes, tuple[str, str] | str | None]:
-        if a.inline is not None:
-            return a.inline, _mismatch(a, a.inline)
         url = endpoints.document(a.job_id)
         if a.document_url:
             try:
