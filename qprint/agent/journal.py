@@ -106,6 +106,9 @@ class Journal:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
+        #: Reports queued since the journal was opened (a rolled-back one counted too): a reader
+        #: of the outbox that saw this count saw every report queued before it.
+        self.reports_queued = 0
 
     def close(self) -> None:
         self.db.close()
@@ -202,6 +205,23 @@ class Journal:
                 self._advance(job_id, state, state, message, {}, None, {SPOOLED})
         return moved
 
+    def submitting(self, job_id: str) -> tuple[bool, str]:
+        """``RECEIVED`` -> ``SUBMITTING``, the point of no return, in one durable transaction,
+        once the server has answered the job's ``RECEIVED``: only when it accepted it. A job
+        whose ``RECEIVED`` it refused (the claim was stale, the job cancelled: not this device's
+        to print) is ``CANCELLED`` instead, with no report of its own. Returns (moved to
+        ``SUBMITTING``, the state the job was in)."""
+        with self._tx():
+            entry = self.job(job_id)
+            if entry is None:
+                raise KeyError(job_id)
+            if entry.state != RECEIVED:
+                return False, entry.state
+            refused = self.received_refused(job_id)
+            moved = "CANCELLED" if refused else SUBMITTING
+            self._advance(job_id, moved, None, "", None, None, {RECEIVED})
+            return not refused, entry.state
+
     def _advance(
         self,
         job_id: str,
@@ -285,17 +305,20 @@ class Journal:
             "message": message,
             "detail": detail or {},
         }
-        self.db.execute(
-            "INSERT INTO outbox (key, job_id, path, body, created_at) VALUES (?,?,?,?,?)",
-            (
-                event_id,
-                job_id,
-                f"api/v1/device/jobs/{job_id}/events",
-                json.dumps(body),
-                time.time(),
-            ),
-        )
+        self._queue_report(event_id, job_id, f"api/v1/device/jobs/{job_id}/events", body)
         return event_id
+
+    def _queue_report(
+        self, key: str, job_id: str | None, path: str, body: dict[str, Any], *, once: bool = False
+    ) -> None:
+        """The one insert into the outbox, in the caller's transaction (``once``: a report
+        already queued under ``key`` is kept). Counted in :attr:`reports_queued`."""
+        self.db.execute(
+            "INSERT INTO outbox (key, job_id, path, body, created_at) VALUES (?,?,?,?,?)"
+            + (" ON CONFLICT (key) DO NOTHING" if once else ""),
+            (key, job_id, path, json.dumps(body), time.time()),
+        )
+        self.reports_queued += 1
 
     def recover(self) -> list[JobEntry]:
         """After a restart: every interrupted submission becomes OUTCOME_UNKNOWN (never retried)."""
@@ -359,16 +382,12 @@ class Journal:
                 "UPDATE commands SET state = ?, updated_at = ? WHERE command_id = ?",
                 (status, time.time(), command_id),
             )
-            self.db.execute(
-                "INSERT INTO outbox (key, job_id, path, body, created_at) VALUES (?,?,?,?,?)"
-                " ON CONFLICT (key) DO NOTHING",
-                (
-                    f"command:{command_id}",
-                    None,
-                    f"api/v1/device/commands/{command_id}/result",
-                    json.dumps({"status": status, "result": result}),
-                    time.time(),
-                ),
+            self._queue_report(
+                f"command:{command_id}",
+                None,
+                f"api/v1/device/commands/{command_id}/result",
+                {"status": status, "result": result},
+                once=True,
             )
 
     # -- outbox ------------------------------------------------------------------------------
@@ -421,10 +440,6 @@ class Journal:
             kind == "RECEIVED" and outcome not in (None, "ok")
             for kind, outcome in self.outcomes(job_id)
         )
-
-    def receipt(self, job_id: str) -> tuple[JobEntry | None, bool]:
-        """The job's entry, and :meth:`received_refused`, in one call."""
-        return self.job(job_id), self.received_refused(job_id)
 
     def outcomes(self, job_id: str) -> list[tuple[str, str | None]]:
         """(event type, outcome) of a job's reports, oldest first: for logs and tests."""

@@ -60,6 +60,9 @@ class AsyncJournal:
     async def advance(self, job_id: str, state: str, **kwargs: Any) -> bool:
         return await self._run(self._journal.advance, job_id, state, **kwargs)
 
+    async def submitting(self, job_id: str) -> tuple[bool, str]:
+        return await self._run(self._journal.submitting, job_id)
+
     async def spooled(
         self, job_id: str, spool_ref: str, ended: tuple[str, str] | None = None
     ) -> bool:
@@ -102,5 +105,7 @@ class AsyncJournal:
     async def received_refused(self, job_id: str) -> bool:
         return await self._run(self._journal.received_refused, job_id)
 
-    async def receipt(self, job_id: str) -> tuple[j.JobEntry | None, bool]:
-        return await self._run(self._journal.receipt, job_id)
+    @property
+    def reports_queued(self) -> int:
+        """:attr:`Journal.reports_queued`, read on the loop (an int the thread only adds to)."""
+        return self._journal.reports_queued

@@ -35,6 +35,9 @@ logger = logging.getLogger("qprint.agent")
 # not have processed our ``state`` frame. Retried a few times, then left to the next wakeup.
 GATE_RETRY_CODES = frozenset({"not_connected", "not_ready", "stale_control", "stale_settings"})
 
+#: Reports sent at once on the socket before their answers are awaited.
+PIPELINE_DEPTH = 64
+
 
 def error_code(response: httpx.Response) -> str:
     try:
@@ -100,7 +103,8 @@ class Reporter:
         it is sent."""
         while True:
             async with self._lock:
-                reports = await self.journal.pending(64)
+                queued = self.journal.reports_queued
+                reports = await self.journal.pending(PIPELINE_DEPTH)
                 waiting = []
                 for report in reports:
                     task = self._in_flight.get(report.seq)
@@ -112,6 +116,8 @@ class Reporter:
                 return True
             if not all(await asyncio.gather(*waiting)):
                 return False
+            if len(reports) < PIPELINE_DEPTH and self.journal.reports_queued == queued:
+                return True  # all were read and answered, and none was queued since the read
 
     async def _deliver(self, endpoints: Endpoints, report: j.Report) -> bool:
         try:
@@ -276,15 +282,11 @@ class JobRunner:
             )
         if not await self.reporter.flush(endpoints):
             return RETRY_LATER  # RECEIVED not acknowledged yet: the next claim replays this job
-        entry, refused = await self.journal.receipt(a.job_id)
-        assert entry is not None
-        if entry.state != j.RECEIVED or refused:
-            if entry.state == j.RECEIVED:
-                # The server refused RECEIVED (stale claim, backwards): this job is not ours.
-                await self.journal.advance(a.job_id, "CANCELLED", expect=frozenset({j.RECEIVED}))
-            logger.info(
-                "job_not_printed device=%s job=%s state=%s", self.device, a.job_id, entry.state
-            )
+        # The point of no return, journaled before the spooler sees the document; a job whose
+        # RECEIVED the server refused (stale claim, cancelled) is not ours, and is not printed.
+        submitting, state = await self.journal.submitting(a.job_id)
+        if not submitting:
+            logger.info("job_not_printed device=%s job=%s state=%s", self.device, a.job_id, state)
             return DONE
 
         await self._submit(endpoints, a, data)
@@ -379,9 +381,7 @@ class JobRunner:
         return data, _mismatch(a, data)
 
     async def _submit(self, endpoints: Endpoints, a: Assignment, data: bytes) -> None:
-        # The point of no return: written (and fsync'd) before the spooler sees the document.
-        if not await self.journal.advance(a.job_id, j.SUBMITTING, expect=frozenset({j.RECEIVED})):
-            return  # cancelled meanwhile
+        """Hand a job journaled ``SUBMITTING`` to the spooler and journal how that went."""
         job = SpoolJob(a.job_id, a.title, a.content_type, data, a.printer, a.options)
         try:
             ref = await asyncio.to_thread(self.spooler.submit, job)

@@ -16,6 +16,7 @@ from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi, OperationUnavailable, SocketOperations
 from qprint.agent.spoolers import NullSpooler, Outcome
 from qprint.agent.worker import DONE, Assignment, JobRunner, Reporter
+from tests.waiting import eventually
 
 ENDPOINTS = p.Endpoints.from_url("http://node.test/qprint/")
 
@@ -163,6 +164,88 @@ class CountingSpooler(NullSpooler):
         return super().submit(job)
 
 
+def recorded(frame):
+    return {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
+            "event": {"event_id": frame["event_id"]}}  # fmt: skip
+
+
+def inline_assignment(data: bytes) -> Assignment:
+    body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), "size": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(), "content_type": "application/pdf",
+            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
+    return Assignment.from_body(body)
+
+
+def socket_runner(journal: AsyncJournal, spooler, answer) -> JobRunner:
+    """A runner whose reports go out as frames that ``answer`` answers."""
+    ops = SocketOperations()
+    sock = Socket(answer)
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim", "event"}))
+    http = http_client([])
+    return JobRunner(
+        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
+    )
+
+
+async def test_a_pushed_job_crosses_to_its_journal_thread_eight_times(tmp_path, monkeypatch):
+    """Each journal call is a hand-off to the device's journal thread and back, a few per job
+    (docs/PERFORMANCE.md): a pushed job whose document came inline and whose printer finished
+    it as it took it makes the record with RECEIVED, one read of the outbox, RECEIVED's
+    acknowledgement, SUBMITTING, SPOOLED with PRINTED, one read of the outbox, and the two
+    acknowledgements; no read of an outbox that nothing was queued to since the last."""
+    calls: list[str] = []
+    run = AsyncJournal._run
+
+    async def counted(self, fn, *args, **kwargs):
+        calls.append(fn.__name__)
+        return await run(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncJournal, "_run", counted)
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    spooler = CountingSpooler()
+    assignment = inline_assignment(b"%PDF-1.4 pushed")
+    try:
+        runner = socket_runner(journal, spooler, recorded)
+        assert await runner.handle(ENDPOINTS, assignment) == DONE
+        state = (await journal.job(assignment.job_id)).state
+    finally:
+        await journal.close()
+    assert spooler.submitted == [assignment.job_id] and state == "PRINTED"
+    assert calls[: calls.index("job")] == [
+        "remember_claim", "pending", "acknowledge",
+        "submitting", "spooled", "pending", "acknowledge", "acknowledge",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("error", ["stale_claim", "job_cancelled"])
+async def test_a_job_whose_received_the_server_refuses_is_cancelled_here_and_never_printed(
+    tmp_path, error
+):
+    """A refused RECEIVED says the job is not this device's to print (another claim holds it,
+    or it was cancelled): the journal ends it CANCELLED, with no report of its own, and the
+    spooler never sees it."""
+    sent: list[str] = []
+
+    def answer(frame):
+        sent.append(frame["event_type"])
+        return {"type": "refused", "request_id": frame["request_id"], "status": 409,
+                "error": error, "message": "not yours"}  # fmt: skip
+
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    spooler = CountingSpooler()
+    assignment = inline_assignment(b"%PDF-1.4 not ours")
+    try:
+        runner = socket_runner(journal, spooler, answer)
+        assert await runner.handle(ENDPOINTS, assignment) == DONE
+        state = (await journal.job(assignment.job_id)).state
+        outbox_empty = not await journal.has_pending()
+    finally:
+        await journal.close()
+    assert sent == ["RECEIVED"] and spooler.submitted == []
+    assert state == "CANCELLED" and outbox_empty
+
+
 @pytest.mark.parametrize("matches", [True, False], ids=["matching", "other-document"])
 async def test_an_inline_document_is_received_with_its_record_or_failed_without_printing(
     tmp_path, matches
@@ -204,3 +287,37 @@ async def test_an_inline_document_is_received_with_its_record_or_failed_without_
     else:
         assert sent == [("FAILED", {"reason": "checksum_mismatch"})]
         assert spooler.submitted == [] and state == "FAILED"
+
+
+async def test_a_report_queued_while_a_flush_awaits_its_answers_goes_out_in_that_flush(tmp_path):
+    """The flush reads the outbox again only when a report was queued since its last read, and
+    then does: a report queued while the answers were on their way is sent before it returns."""
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    held: list[dict] = []
+
+    def answer(frame):
+        if not held:  # the first report's answer waits for the test
+            held.append(frame)
+            return None
+        return recorded(frame)
+
+    ops = SocketOperations()
+    sock = Socket(answer)
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim", "event"}))
+    http = http_client([])
+    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        for job_id in (first, second):
+            await journal.remember_claim(job_id, str(uuid.uuid4()))
+        await journal.advance(first, "RECEIVED", event="RECEIVED")
+        flush = asyncio.ensure_future(reporter.flush(ENDPOINTS))
+        await eventually(lambda: held, message="the first report on the wire")
+        await journal.advance(second, "RECEIVED", event="RECEIVED")
+        ops.deliver(recorded(held[0]))
+        assert await asyncio.wait_for(flush, 10)
+        assert [frame["job_id"] for frame in sock.sent] == [first, second]
+        assert not await journal.has_pending()
+    finally:
+        await journal.close()
