@@ -24,7 +24,11 @@ that each way sees the same machine:
   given back per call, as the node's threads do with Django's pool);
 - ``journal``: the agent's side of the same hand-off, a read of its journal (``AsyncJournal.job``
   of a job it does not hold: a SQLite ``SELECT`` on the device's journal thread), which the agent
-  makes about ten times per job.
+  makes a few times per job;
+- ``agent_job``: what the agent spends on a whole pushed job, per job (not per call): an
+  assignment with its document inline taken by ``JobRunner.handle`` (its journal on this
+  machine's disk, three commits with an fsync), the null printer, the reports sent on a socket
+  whose answers come at once, to the job's last acknowledgement (:mod:`tests.bench.agent_job`).
 
 And what a device socket spends to take one client message to its handler, the socket's read
 loop kept running (each call puts a message in the server's queue, as Daphne does, and waits
@@ -49,6 +53,8 @@ import time
 from pathlib import Path
 
 ROUNDS = 10
+#: A pushed job is measured once for this many calls of the other ways (it makes several).
+JOB_PER_CALLS = 20
 
 
 class _Dispatched:
@@ -157,11 +163,13 @@ async def main(calls: int) -> dict:
             await select_1_async(own)
 
     from qprint.agent.journal_thread import AsyncJournal
+    from tests.bench.agent_job import pushed_job
 
     journal_dir = tempfile.TemporaryDirectory(prefix="bench-journal-")
     journal = AsyncJournal(Path(journal_dir.name) / "bench.journal.sqlite3", "bench")
 
     dispatched = {"dispatch_channels": _Dispatched(False), "dispatch": _Dispatched(True)}
+    job_journal = AsyncJournal(Path(journal_dir.name) / "job.journal.sqlite3", "job")
     ways = {
         "hop": lambda: workers.run(nothing),
         "threads": lambda: threads.run(nothing),
@@ -173,6 +181,7 @@ async def main(calls: int) -> dict:
         "async_pool": async_pool_call,
         "journal": lambda: journal.job("not-held"),
         **dispatched,
+        "agent_job": pushed_job(job_journal),
     }
     for run in ways.values():  # warm: threads started, pool filled, statements prepared
         for _ in range(50):
@@ -182,13 +191,15 @@ async def main(calls: int) -> dict:
     per_round = max(1, calls // ROUNDS)
     for _ in range(ROUNDS):
         for name, run in ways.items():
-            spent, wall = await _measure(run, per_round)
+            count = max(1, per_round // JOB_PER_CALLS) if name == "agent_job" else per_round
+            spent, wall = await _measure(run, count)
             cpu[name] += spent
             walls[name].extend(wall)
     inline.close()
     await on_loop.close()
     await pool.close()
     await journal.close()
+    await job_journal.close()
     journal_dir.cleanup()
     for loop in dispatched.values():
         await loop.close()
@@ -197,6 +208,7 @@ async def main(calls: int) -> dict:
     threads.shutdown()
     workers.shutdown()
     out: dict = {"calls": per_round * ROUNDS, "pooled": pooled()}
+    out["agent_jobs"] = len(walls["agent_job"])
     for name in ways:
         ordered = sorted(walls[name])
         out[name] = {

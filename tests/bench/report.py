@@ -224,6 +224,10 @@ FIGURES = [
     ("a client message to its handler, node CPU (µs): Channels' await_many_dispatch; the "
      "socket's mailbox", "database_call_handoff",
      [("figures", w, "cpu_us_per_call") for w in ("dispatch_channels", "dispatch")], ""),
+    ("the agent alone, a pushed job in process (tests/bench/agent_job.py): CPU per job (µs), "
+     "wall p50 / p99 (µs)", "database_call_handoff",
+     [("figures", "agent_job", k) for k in ("cpu_us_per_call", "wall_p50_us", "wall_p99_us")],
+     ""),
     ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
      "end_to_end@devices200",
      [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),

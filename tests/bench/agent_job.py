@@ -1,0 +1,139 @@
+"""What the agent spends on one pushed job, in its own process: an assignment whose document came
+inline, taken by ``JobRunner.handle`` (its journal on this machine's disk: three commits with an
+fsync), the null printer, the reports sent on a socket whose server answers at once, to the job's
+last acknowledgement. No node, no network: the agent's own share of a job, which the end-to-end
+benchmark reads only beside every other process of the run.
+
+:func:`pushed_job` is one way of ``tests.bench.handoff`` (``agent_job``, CPU per job). Run alone:
+
+    python -m tests.bench.agent_job [jobs]                  # CPU per job (all threads)
+    python -m tests.bench.agent_job --instructions [jobs]   # instructions per job, under valgrind
+
+``--instructions`` runs this module twice under ``valgrind --tool=callgrind`` (the same warm-up,
+then no job and ``jobs`` jobs) and prints the instructions per job, the difference over the
+jobs: a count that repeats from run to run whatever else the machine does (to within a tenth of a
+percent here), so two versions of the agent compare in one reading each. Alone, no logging is
+configured (the agent's INFO lines are not written); in ``tests.bench.handoff`` they go where the
+example project sends them. The agent runs without Django: nothing here needs a database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import json
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+WARM_UP = 100
+
+
+class AnsweringSocket:
+    """The agent's side of a device socket whose server records every event at once."""
+
+    def __init__(self) -> None:
+        from qprint.agent.operations import SocketOperations
+
+        self.ops = SocketOperations()
+        self.ops.attach(self, frozenset({"claim", "event"}))
+
+    async def send(self, text: str) -> None:
+        frame = json.loads(text)
+        answer = {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
+                  "event": {"event_id": frame["event_id"]}}  # fmt: skip
+        asyncio.get_running_loop().call_soon(self.ops.deliver, answer)
+
+
+def pushed_job(journal):
+    """``run()``: one pushed job on ``journal`` (an ``AsyncJournal``), from its assignment to its
+    last acknowledgement."""
+    import httpx
+
+    from qprint.agent.operations import DeviceApi
+    from qprint.agent.protocol import Endpoints
+    from qprint.agent.spoolers import NullSpooler
+    from qprint.agent.worker import DONE, Assignment, JobRunner, Reporter
+
+    endpoints = Endpoints.from_url("http://node.test/qprint/")
+    http = httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(204)))
+    api = DeviceApi(http, AnsweringSocket().ops)
+    runner = JobRunner(
+        "bench", journal, http, Reporter("bench", journal, http, api), NullSpooler(), 5
+    )
+    document = b"%PDF-1.4\n" + b"0" * 2048
+    inline = {"size": len(document), "sha256": hashlib.sha256(document).hexdigest(),
+              "content_type": "application/pdf",
+              "document_base64": base64.b64encode(document).decode()}  # fmt: skip
+
+    async def run() -> None:
+        body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), **inline}
+        assert await runner.handle(endpoints, Assignment.from_body(body)) == DONE
+
+    return run
+
+
+async def _jobs(count: int) -> float:
+    """CPU seconds of ``count`` pushed jobs, after :data:`WARM_UP` of them."""
+    from qprint.agent.journal_thread import AsyncJournal
+
+    with tempfile.TemporaryDirectory(prefix="bench-agent-job-") as directory:
+        journal = AsyncJournal(Path(directory) / "bench.journal.sqlite3", "bench")
+        try:
+            run = pushed_job(journal)
+            for _ in range(WARM_UP):
+                await run()
+            cpu = _cpu()
+            for _ in range(count):
+                await run()
+            return _cpu() - cpu
+        finally:
+            await journal.close()
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _instructions(jobs: int) -> int:
+    """Instructions valgrind counted in a run of this module with ``jobs`` jobs."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+         sys.executable, "-m", "tests.bench.agent_job", str(jobs)],
+        capture_output=True, text=True, timeout=1800, check=True,
+    )  # fmt: skip
+    collected = re.search(r"Collected : (\d+)", done.stderr)
+    if collected is None:
+        raise RuntimeError(f"valgrind counted nothing: {done.stderr[-500:]}")
+    return int(collected.group(1))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("jobs", type=int, nargs="?", default=1000)
+    parser.add_argument("--instructions", action="store_true")
+    args = parser.parse_args()
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            sys.exit("valgrind is not installed")
+        started = time.monotonic()
+        per_job = (_instructions(args.jobs) - _instructions(0)) / args.jobs
+        seconds = time.monotonic() - started
+        print(json.dumps({"jobs": args.jobs, "instructions_per_job": round(per_job),
+                          "seconds": round(seconds, 1)}))  # fmt: skip
+        return
+    spent = asyncio.run(_jobs(args.jobs))
+    print(json.dumps({"jobs": args.jobs, "cpu_us_per_job": round(spent * 1e6 / max(args.jobs, 1))}))
+
+
+if __name__ == "__main__":
+    main()
