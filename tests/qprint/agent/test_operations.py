@@ -188,6 +188,23 @@ def socket_runner(journal: AsyncJournal, spooler, answer) -> JobRunner:
     )
 
 
+async def handle_pushed(tmp_path, answer, document: bytes) -> tuple[str, list[str], str, bool]:
+    """One pushed job with ``document`` inline, taken by a runner whose reports ``answer``
+    answers: its id, the jobs the spooler was handed, its state in the journal, whether the
+    journal's outbox is empty."""
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    spooler = CountingSpooler()
+    assignment = inline_assignment(document)
+    try:
+        runner = socket_runner(journal, spooler, answer)
+        assert await runner.handle(ENDPOINTS, assignment) == DONE
+        state = (await journal.job(assignment.job_id)).state
+        outbox_empty = not await journal.has_pending()
+    finally:
+        await journal.close()
+    return assignment.job_id, spooler.submitted, state, outbox_empty
+
+
 async def test_a_pushed_job_crosses_to_its_journal_thread_eight_times(tmp_path, monkeypatch):
     """Each journal call is a hand-off to the device's journal thread and back, a few per job
     (docs/PERFORMANCE.md): a pushed job whose document came inline and whose printer finished
@@ -202,16 +219,10 @@ async def test_a_pushed_job_crosses_to_its_journal_thread_eight_times(tmp_path, 
         return await run(self, fn, *args, **kwargs)
 
     monkeypatch.setattr(AsyncJournal, "_run", counted)
-    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
-    spooler = CountingSpooler()
-    assignment = inline_assignment(b"%PDF-1.4 pushed")
-    try:
-        runner = socket_runner(journal, spooler, recorded)
-        assert await runner.handle(ENDPOINTS, assignment) == DONE
-        state = (await journal.job(assignment.job_id)).state
-    finally:
-        await journal.close()
-    assert spooler.submitted == [assignment.job_id] and state == "PRINTED"
+    job_id, submitted, state, outbox_empty = await handle_pushed(
+        tmp_path, recorded, b"%PDF-1.4 pushed"
+    )
+    assert submitted == [job_id] and state == "PRINTED" and outbox_empty
     assert calls[: calls.index("job")] == [
         "remember_claim", "pending", "acknowledge",
         "submitting", "spooled", "pending", "acknowledge", "acknowledge",
@@ -232,17 +243,8 @@ async def test_a_job_whose_received_the_server_refuses_is_cancelled_here_and_nev
         return {"type": "refused", "request_id": frame["request_id"], "status": 409,
                 "error": error, "message": "not yours"}  # fmt: skip
 
-    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
-    spooler = CountingSpooler()
-    assignment = inline_assignment(b"%PDF-1.4 not ours")
-    try:
-        runner = socket_runner(journal, spooler, answer)
-        assert await runner.handle(ENDPOINTS, assignment) == DONE
-        state = (await journal.job(assignment.job_id)).state
-        outbox_empty = not await journal.has_pending()
-    finally:
-        await journal.close()
-    assert sent == ["RECEIVED"] and spooler.submitted == []
+    _, submitted, state, outbox_empty = await handle_pushed(tmp_path, answer, b"%PDF-1.4 not ours")
+    assert sent == ["RECEIVED"] and submitted == []
     assert state == "CANCELLED" and outbox_empty
 
 
