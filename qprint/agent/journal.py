@@ -106,8 +106,9 @@ class Journal:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
-        #: Reports queued since the journal was opened (a rolled-back one counted too): a reader
-        #: of the outbox that saw this count saw every report queued before it.
+        #: Reports queued since the journal was opened (a rolled-back one counted too). Calls run
+        #: one at a time on the journal's thread, so a read of the outbox made after this count was
+        #: taken sees every report it counts: an unchanged count means nothing new to send.
         self.reports_queued = 0
 
     def close(self) -> None:
