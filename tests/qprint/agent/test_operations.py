@@ -45,6 +45,39 @@ def http_client(seen: list):
     return httpx.AsyncClient(transport=httpx.MockTransport(handle))
 
 
+def recorded(frame):
+    return {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
+            "event": {"event_id": frame["event_id"]}}  # fmt: skip
+
+
+def inline_assignment(data: bytes, digest_of: bytes | None = None) -> Assignment:
+    """A pushed assignment with ``data`` inline, whose ``sha256`` is that of ``digest_of``
+    (``data`` itself unless given)."""
+    digest = hashlib.sha256(data if digest_of is None else digest_of).hexdigest()
+    body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), "size": len(data),
+            "sha256": digest, "content_type": "application/pdf",
+            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
+    return Assignment.from_body(body)
+
+
+def reporting_socket(answer) -> tuple[SocketOperations, Socket]:
+    """Claims and events offered on a socket whose every frame ``answer`` answers."""
+    ops = SocketOperations()
+    sock = Socket(answer)
+    sock.ops = ops
+    ops.attach(sock, frozenset({"claim", "event"}))
+    return ops, sock
+
+
+def socket_runner(journal: AsyncJournal, spooler, answer) -> JobRunner:
+    """A runner whose reports go out as frames that ``answer`` answers."""
+    ops, _ = reporting_socket(answer)
+    http = http_client([])
+    return JobRunner(
+        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
+    )
+
+
 async def test_claim_goes_over_the_socket_when_offered_and_over_http_otherwise():
     seen: list = []
     ops = SocketOperations()
@@ -123,28 +156,16 @@ async def test_spooled_and_printed_go_out_together_when_submitting_finished_the_
     tmp_path, spooler, together
 ):
     log: list[tuple[str, str]] = []
-    ops = SocketOperations()
 
     def answer(frame):
         log.append(("sent", frame["event_type"]))
-        reply = {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
-                 "event": {"event_id": frame["event_id"]}}  # fmt: skip
         asyncio.get_running_loop().call_soon(log.append, ("answered", frame["event_type"]))
-        return reply
+        return recorded(frame)
 
-    sock = Socket(answer)
-    sock.ops = ops
-    ops.attach(sock, frozenset({"claim", "event"}))
     journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
-    http = http_client([])
-    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
-    runner = JobRunner("dev", journal, http, reporter, spooler, follow_timeout=5)
-    data = b"%PDF-1.4 together"
-    body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(), "content_type": "application/pdf",
-            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
+    runner = socket_runner(journal, spooler, answer)
     try:
-        assert await runner.handle(ENDPOINTS, Assignment.from_body(body)) == DONE
+        assert await runner.handle(ENDPOINTS, inline_assignment(b"%PDF-1.4 together")) == DONE
     finally:
         await journal.close()
     sent = [kind for what, kind in log if what == "sent"]
@@ -164,37 +185,15 @@ class CountingSpooler(NullSpooler):
         return super().submit(job)
 
 
-def recorded(frame):
-    return {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
-            "event": {"event_id": frame["event_id"]}}  # fmt: skip
-
-
-def inline_assignment(data: bytes) -> Assignment:
-    body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), "size": len(data),
-            "sha256": hashlib.sha256(data).hexdigest(), "content_type": "application/pdf",
-            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
-    return Assignment.from_body(body)
-
-
-def socket_runner(journal: AsyncJournal, spooler, answer) -> JobRunner:
-    """A runner whose reports go out as frames that ``answer`` answers."""
-    ops = SocketOperations()
-    sock = Socket(answer)
-    sock.ops = ops
-    ops.attach(sock, frozenset({"claim", "event"}))
-    http = http_client([])
-    return JobRunner(
-        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
-    )
-
-
-async def handle_pushed(tmp_path, answer, document: bytes) -> tuple[str, list[str], str, bool]:
-    """One pushed job with ``document`` inline, taken by a runner whose reports ``answer``
-    answers: its id, the jobs the spooler was handed, its state in the journal, whether the
-    journal's outbox is empty."""
+async def handle_pushed(
+    tmp_path, answer, document: bytes, digest_of: bytes | None = None
+) -> tuple[str, list[str], str, bool]:
+    """One pushed job with ``document`` inline (:func:`inline_assignment`), taken by a runner
+    whose reports ``answer`` answers: its id, the jobs the spooler was handed, its state in the
+    journal, whether the journal's outbox is empty."""
     journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
     spooler = CountingSpooler()
-    assignment = inline_assignment(document)
+    assignment = inline_assignment(document, digest_of)
     try:
         runner = socket_runner(journal, spooler, answer)
         assert await runner.handle(ENDPOINTS, assignment) == DONE
@@ -255,40 +254,22 @@ async def test_an_inline_document_is_received_with_its_record_or_failed_without_
     """A pushed document that matches its assignment is received (journaled with the record,
     test_journal.py) and printed; one that does not is FAILED (checksum_mismatch), never RECEIVED
     nor printed, as after a download."""
-    ops = SocketOperations()
     sent: list[tuple[str, dict]] = []
 
     def answer(frame):
         sent.append((frame["event_type"], frame.get("detail") or {}))
-        return {"type": "event_recorded", "request_id": frame["request_id"], "status": 201,
-                "event": {"event_id": frame["event_id"]}}  # fmt: skip
+        return recorded(frame)
 
-    sock = Socket(answer)
-    sock.ops = ops
-    ops.attach(sock, frozenset({"claim", "event"}))
-    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
-    http = http_client([])
-    spooler = CountingSpooler()
-    runner = JobRunner(
-        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
-    )
     data = b"%PDF-1.4 inline"
-    digest = hashlib.sha256(data if matches else b"another document").hexdigest()
-    job_id = str(uuid.uuid4())
-    body = {"job_id": job_id, "claim_id": str(uuid.uuid4()), "size": len(data),
-            "sha256": digest, "content_type": "application/pdf",
-            "document_base64": base64.b64encode(data).decode()}  # fmt: skip
-    try:
-        assert await runner.handle(ENDPOINTS, Assignment.from_body(body)) == DONE
-        state = (await journal.job(job_id)).state
-    finally:
-        await journal.close()
+    job_id, submitted, state, _ = await handle_pushed(
+        tmp_path, answer, data, None if matches else b"another document"
+    )
     if matches:
         assert [kind for kind, _ in sent] == ["RECEIVED", "SPOOLED", "PRINTED"]
-        assert spooler.submitted == [job_id] and state == "PRINTED"
+        assert submitted == [job_id] and state == "PRINTED"
     else:
         assert sent == [("FAILED", {"reason": "checksum_mismatch"})]
-        assert spooler.submitted == [] and state == "FAILED"
+        assert submitted == [] and state == "FAILED"
 
 
 async def test_a_report_queued_while_a_flush_awaits_its_answers_goes_out_in_that_flush(tmp_path):
@@ -303,10 +284,7 @@ async def test_a_report_queued_while_a_flush_awaits_its_answers_goes_out_in_that
             return None
         return recorded(frame)
 
-    ops = SocketOperations()
-    sock = Socket(answer)
-    sock.ops = ops
-    ops.attach(sock, frozenset({"claim", "event"}))
+    ops, sock = reporting_socket(answer)
     http = http_client([])
     reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
     first, second = str(uuid.uuid4()), str(uuid.uuid4())
