@@ -25,7 +25,6 @@ import base64
 import hashlib
 import json
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from tests.bench.machine import own_cpu_seconds
 
 WARM_UP = 100
 
@@ -91,17 +92,12 @@ async def _jobs(count: int) -> float:
             run = pushed_job(journal)
             for _ in range(WARM_UP):
                 await run()
-            cpu = _cpu()
+            cpu = own_cpu_seconds()
             for _ in range(count):
                 await run()
-            return _cpu() - cpu
+            return own_cpu_seconds() - cpu
         finally:
             await journal.close()
-
-
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 def _instructions(jobs: int) -> int:

@@ -45,12 +45,13 @@ import asyncio
 import contextlib
 import json
 import os
-import resource
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+from tests.bench.machine import own_cpu_seconds
 
 ROUNDS = 10
 #: A pushed job is measured once for this many calls of the other ways (it makes several).
@@ -97,19 +98,14 @@ class _Dispatched:
             await self.reading
 
 
-def _cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
 async def _measure(run, calls: int) -> tuple[float, list[float]]:
     walls = []
-    cpu = _cpu()
+    cpu = own_cpu_seconds()
     for _ in range(calls):
         started = time.perf_counter()
         await run()
         walls.append((time.perf_counter() - started) * 1e6)
-    return (_cpu() - cpu) * 1e6, walls
+    return (own_cpu_seconds() - cpu) * 1e6, walls
 
 
 async def main(calls: int) -> dict:

@@ -8,6 +8,7 @@ own: the benchmark process and the processes it started, found by session id and
 from __future__ import annotations
 
 import os
+import resource
 import threading
 import time
 from pathlib import Path
@@ -59,6 +60,12 @@ def process_cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system) ``pid`` used so far."""
     stat = _stat(pid)
     return stat[2] / TICKS if stat else 0.0
+
+
+def own_cpu_seconds() -> float:
+    """CPU of this process, all its threads (``RUSAGE_SELF``: finer than the ticks of /proc)."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 def process_rss_bytes(pid: int) -> int:
