@@ -52,7 +52,7 @@ from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
 from tests.bench.deployed import Fleet, agent_args, poller_args, start_nodes
 from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, fsync_latency, process_tree
-from tests.bench.postgres import PrivatePostgres
+from tests.bench.postgres import PrivatePostgres, counted
 from tests.bench.profile import PROFILE_DIR, profiler
 from tests.processes import RedisServer
 from tests.qprint.realtime.cluster import Node, database_url_of
@@ -71,6 +71,8 @@ ONLY = os.environ.get("BENCH_E2E_ONLY", "")
 #: one path again and again); all three by default.
 VARIANTS = [v for v in os.environ.get("BENCH_E2E_VARIANTS", "").split(",") if v]
 SUBMITTERS = 8
+#: Jobs flooded through the push variants before each phase is measured (:func:`warm`); 0: none.
+WARM_UP = int(os.environ.get("BENCH_WARM_UP", 100))
 POLL_JOBS = size(100, 40)
 DOCUMENT = base64.b64encode(b"%PDF-1.4 bench\n" + b"x" * 2000).decode()
 
@@ -128,12 +130,14 @@ def reset_jobs() -> None:
         cursor.execute("ANALYZE qprint_job, qprint_job_event, qprint_document, qprint_device")
 
 
-def steps() -> dict[str, float]:
-    """Median time of each step of a job, from the database's own timestamps."""
+def steps(ids: list[str]) -> dict[str, float]:
+    """Median time of each step of the jobs ``ids``, from the database's own timestamps."""
     import statistics
 
     spooled = dict(
-        PrintJobEvent.objects.filter(type="SPOOLED").values_list("job_id", "recorded_at")
+        PrintJobEvent.objects.filter(job_id__in=ids, type="SPOOLED").values_list(
+            "job_id", "recorded_at"
+        )
     )
     gaps: dict[str, list[float]] = {
         "queued_to_claimed": [],
@@ -141,7 +145,7 @@ def steps() -> dict[str, float]:
         "received_to_spooled": [],
         "spooled_to_printed": [],
     }
-    rows = PrintJob.objects.filter(status="PRINTED").values_list(
+    rows = PrintJob.objects.filter(pk__in=ids, status="PRINTED").values_list(
         "pk", "created_at", "claimed_at", "received_at", "finished_at"
     )
     for pk, created, claimed, received, finished in rows:
@@ -243,11 +247,14 @@ def printed_count() -> int:
     return PrintJob.objects.filter(status="PRINTED").count()
 
 
-async def wait_printed(submitted: dict[str, float], timeout: float) -> dict[str, float]:
-    """The PRINTED times of the phase's jobs (the only jobs in the table: each phase starts
-    empty), once all are PRINTED; polled with a count, so the wait costs the database little."""
+async def wait_printed(
+    submitted: dict[str, float], timeout: float, already: int = 0
+) -> dict[str, float]:
+    """The PRINTED times of the phase's jobs, once all are PRINTED (``already``: the jobs of the
+    table PRINTED before them, its warm-up's; each phase starts with none); polled with a count,
+    so the wait costs the database little."""
     deadline = time.monotonic() + timeout
-    while await database_sync_to_async(printed_count)() < len(submitted):
+    while await database_sync_to_async(printed_count)() < already + len(submitted):
         assert time.monotonic() < deadline, "jobs not PRINTED in time"
         await asyncio.sleep(0.2)
     done = await database_sync_to_async(finished_times)(list(submitted))
@@ -276,9 +283,11 @@ class Meter:
         self.cpu = CpuMeter(kinds).start()
 
     def begin(self) -> dict:
-        if self.pg is not None:
+        counters = None
+        if self.pg is not None:  # read before the phase's CPU is: its own statements are not
             self.pg.reset_statements()
-        return {"meter": self.cpu.reading(), "machine": cpu_by_kind()}
+            counters = self.pg.counters(connection.settings_dict["NAME"])
+        return {"meter": self.cpu.reading(), "machine": cpu_by_kind(), "postgresql": counters}
 
     def end(self, before: dict, jobs: int) -> dict:
         meter = self.cpu.reading()
@@ -295,12 +304,30 @@ class Meter:
             "cpu_ms_per_job_whole_machine": cpu_ms_per_job(before["machine"], cpu_by_kind(), jobs),
         }
         if self.pg is not None:
-            figures["statements"] = self.pg.statements(connection.settings_dict["NAME"], jobs)
+            database = connection.settings_dict["NAME"]
+            figures["statements"] = self.pg.statements(database, jobs)
+            figures["postgresql"] = counted(before["postgresql"], self.pg.counters(database))
         return figures
 
 
-async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict:
+async def warm(meter: Meter, key, names, jobs: int) -> dict:
+    """A flood of ``jobs`` before a phase is measured, so that the phase meets the nodes as a
+    deployment's run: every pooled connection of both nodes has run the job path's statements
+    since the ANALYZE that :func:`reset_jobs` ends with, after which PostgreSQL plans each
+    prepared statement again on each connection (docs/PERFORMANCE.md, "Plans made again at
+    every phase"). What the warm-up cost is recorded with the phase's figures."""
+    before = await asyncio.to_thread(meter.begin)
+    submitted = await submit_jobs(meter.nodes, key, names, jobs, None)
+    await wait_printed(submitted, 120)
+    cost = await asyncio.to_thread(meter.end, before, len(submitted))
+    statements = cost.pop("statements", [])
+    cost["statements"] = [row for row in statements if row["statement"] == "(all statements)"]
+    return {"jobs": len(submitted), **cost}
+
+
+async def phase(meter: Meter, key, names, jobs, rate, profile: str = "", warm_up: int = 0) -> dict:
     nodes, agents = meter.nodes, meter.fleet
+    warmed = await warm(meter, key, names, warm_up) if warm_up else None
     spies = []
     if profile:  # node A, and the agent process of its devices
         spies.append(profiler(nodes[0].process.pid, profile))
@@ -308,7 +335,7 @@ async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict
             spies.append(profiler(agents.procs[0].pid, f"agent-{profile}"))
     before = await asyncio.to_thread(meter.begin)
     submitted = await submit_jobs(nodes, key, names, jobs, rate)
-    done = await wait_printed(submitted, 300)
+    done = await wait_printed(submitted, 300, already=warmed["jobs"] if warmed else 0)
     cost = await asyncio.to_thread(meter.end, before, len(submitted))
     for spy in spies:
         await asyncio.to_thread(spy.stop)
@@ -316,9 +343,11 @@ async def phase(meter: Meter, key, names, jobs, rate, profile: str = "") -> dict
     span = max(done.values()) - min(submitted.values())
     figures = latency_figures(latencies)
     figures["jobs_per_s"] = round(len(submitted) / span, 1)
-    figures["steps_p50_ms"] = await database_sync_to_async(steps)()
+    figures["steps_p50_ms"] = await database_sync_to_async(steps)(list(submitted))
     figures["slowest_ms"] = await database_sync_to_async(slowest)(submitted, done)
     figures.update(cost)
+    if warmed is not None:
+        figures["warm_up"] = warmed
     await database_sync_to_async(reset_jobs)()
     return figures
 
@@ -338,14 +367,16 @@ async def test_end_to_end(cluster, bench_result):
     meter.nodes = nodes
     results: dict[str, dict] = {}
 
-    async def with_fleet(label: str, args_of, phases):
+    async def with_fleet(label: str, args_of, phases, warm_up: int = 0):
         env = meter.nodes[0].process.env
         with Fleet(args_of, meter.nodes, halves, env) as fleet:
             meter.fleet = fleet
             await until(lambda n: n == DEVICES, 120, f"{label} ready")
             for name, jobs, rate in phases:
                 profile = f"{label}-{name}" if PROFILE_DIR and rate is None else ""
-                results[f"{label}/{name}"] = await phase(meter, key, names, jobs, rate, profile)
+                results[f"{label}/{name}"] = await phase(
+                    meter, key, names, jobs, rate, profile, warm_up
+                )
                 print(f"{label}/{name}: {results[f'{label}/{name}']}", flush=True)
         meter.fleet = None
         await until(lambda n: n == 0, 60, f"{label} disconnected")
@@ -417,7 +448,7 @@ async def run_variants(with_fleet, tmp_path, results, pg) -> None:
     for label, operations in (("push_http", "http"), ("push_socket", "socket"), ("pushed", "push")):
         if VARIANTS and label not in VARIANTS:
             continue
-        await with_fleet(label, agent_args(tmp_path, operations), push_phases)
+        await with_fleet(label, agent_args(tmp_path, operations), push_phases, WARM_UP)
     if ONLY == "floods":
         return
     for interval in (1, 5):

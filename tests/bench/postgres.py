@@ -120,6 +120,22 @@ class PrivatePostgres:
     def reset_statements(self) -> None:
         self.sql("SELECT pg_stat_statements_reset()", database="postgres")
 
+    def counters(self, database: str) -> dict[str, int]:
+        """What the server counted so far that a phase's figures are read against: the sessions
+        opened on ``database`` (each a backend started, and every statement it prepares planned
+        again on it) and the automatic ANALYZEs of its tables (each makes every connection plan
+        the statements reading that table again). The sessions are read first; the reading then
+        opens one session of its own on ``database``, which :func:`counted` takes off."""
+        [(sessions,)] = self.sql(
+            f"SELECT sessions FROM pg_stat_database WHERE datname = '{database}'",
+            database="postgres",
+        )
+        [(analyzes,)] = self.sql(
+            "SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_user_tables",
+            database=database,
+        )
+        return {"sessions": int(sessions or 0), "autoanalyzes": int(analyzes)}
+
     def statements(self, database: str, jobs: int, top: int = 15) -> list[dict]:
         """The statements on ``database`` since the last reset, most total time first: calls,
         total and mean time per call (execution), per job, how often each was planned and the
@@ -167,6 +183,15 @@ class PrivatePostgres:
             }
         )
         return out
+
+
+def counted(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    """What :meth:`PrivatePostgres.counters` counted between two readings (the first reading's
+    own session taken off)."""
+    return {
+        "sessions_opened": max(after["sessions"] - before["sessions"] - 1, 0),
+        "autoanalyzes": after["autoanalyzes"] - before["autoanalyzes"],
+    }
 
 
 def wait_gone(pids: set[int], timeout: float = 10) -> None:

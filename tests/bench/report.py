@@ -189,6 +189,17 @@ FIGURES = [
      "end_to_end",
      [("figures", f"{v}/throughput", "statements", -1, "wal_bytes_per_job")
       for v in ("push_http", "push_socket", "pushed")], ""),
+    ("PostgreSQL's planning per job (ms) in the flood: HTTP agents / socket operations / pushed; "
+     "in the pushed flood's warm-up (what the phase's ANALYZE made every connection plan again)",
+     "end_to_end",
+     [("figures", f"{v}/throughput", "statements", -1, "plan_ms_per_job")
+      for v in ("push_http", "push_socket", "pushed")]
+     + [("figures", "pushed/throughput", "warm_up", "statements", -1, "plan_ms_per_job")], ""),
+    ("sessions the nodes opened on PostgreSQL in the flood, and automatic ANALYZEs: HTTP agents "
+     "/ socket operations / pushed", "end_to_end",
+     [("figures", f"{v}/throughput", "postgresql", key)
+      for v in ("push_http", "push_socket", "pushed")
+      for key in ("sessions_opened", "autoanalyzes")], ""),
     ("idle: node CPU per ping (ms), % of a core, statements per ping", "idle_devices",
      [("figures", "node_cpu_ms_per_ping"), ("figures", "node_cpu_percent_of_core"),
       ("figures", "statements_per_ping")], ""),
