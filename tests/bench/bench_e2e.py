@@ -21,9 +21,11 @@ in turn. In one run, side by side:
 Latency of a job: from just before its submission is sent to its ``finished_at`` (the database's
 clock, on the same machine). Two phases per push variant: **latency** at a steady ``RATE`` jobs/s
 (well under capacity) and **throughput**: ``FLOOD`` jobs from ``SUBMITTERS`` concurrent clients,
-jobs/s = jobs / (last PRINTED - first submission). Each phase records the CPU per job of each kind
+jobs/s = jobs / (last PRINTED - first submission). Each phase of a push variant is measured after
+a warm-up flood of ``WARM_UP`` jobs (:func:`warm`). Each phase records the CPU per job of each kind
 of process, counting the benchmark's own processes only (:class:`tests.bench.machine.CpuMeter`),
-and, on the private PostgreSQL, the statements per job (``pg_stat_statements``).
+and, on the private PostgreSQL, the statements per job (``pg_stat_statements``), the sessions
+opened and the automatic ANALYZEs.
 
 ``BENCH_E2E_ONLY=deployment`` instead runs the socket-operation flood four times, alternating the
 nodes as this benchmark used to run them (``LOG_LEVEL=WARNING``, Daphne without

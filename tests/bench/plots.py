@@ -52,7 +52,7 @@ def plot_end_to_end(plt) -> str | None:
     x = range(len(names))
     right.bar([i - 0.2 for i in x], earlier, 0.4, label="before", color="#bbbbbb")
     right.bar([i + 0.2 for i in x], after, 0.4, label="now", color="#2ca02c")
-    right.set_xticks(list(x), names)
+    right.set_xticks(list(x), names, rotation=20, ha="right")
     right.set_ylabel("jobs/s")
     right.set_yscale("log")
     right.legend()
