@@ -24,16 +24,14 @@ import asyncio
 import base64
 import hashlib
 import json
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
 
-from tests.bench.machine import own_cpu_seconds
+from tests.bench.machine import instructions_per_job, own_cpu_seconds
 
 WARM_UP = 100
 
@@ -100,19 +98,6 @@ async def _jobs(count: int) -> float:
             await journal.close()
 
 
-def _instructions(jobs: int) -> int:
-    """Instructions valgrind counted in a run of this module with ``jobs`` jobs."""
-    done = subprocess.run(
-        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
-         sys.executable, "-m", "tests.bench.agent_job", str(jobs)],
-        capture_output=True, text=True, timeout=1800, check=True,
-    )  # fmt: skip
-    collected = re.search(r"Collected : (\d+)", done.stderr)
-    if collected is None:
-        raise RuntimeError(f"valgrind counted nothing: {done.stderr[-500:]}")
-    return int(collected.group(1))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("jobs", type=int, nargs="?", default=1000)
@@ -122,7 +107,7 @@ def main() -> None:
         if shutil.which("valgrind") is None:
             sys.exit("valgrind is not installed")
         started = time.monotonic()
-        per_job = (_instructions(args.jobs) - _instructions(0)) / args.jobs
+        per_job = instructions_per_job("tests.bench.agent_job", args.jobs)
         seconds = time.monotonic() - started
         print(json.dumps({"jobs": args.jobs, "instructions_per_job": round(per_job),
                           "seconds": round(seconds, 1)}))  # fmt: skip

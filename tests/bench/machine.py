@@ -8,7 +8,10 @@ own: the benchmark process and the processes it started, found by session id and
 from __future__ import annotations
 
 import os
+import re
 import resource
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -66,6 +69,26 @@ def own_cpu_seconds() -> float:
     """CPU of this process, all its threads (``RUSAGE_SELF``: finer than the ticks of /proc)."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
+
+
+def instructions_per_job(module: str, jobs: int) -> float:
+    """Instructions per job of ``python -m module <jobs>``: valgrind's count of the run with
+    ``jobs`` jobs less that of the run with none (the same start and warm-up), over ``jobs``.
+    ``valgrind --tool=callgrind`` counts instructions, not time: the count repeats from run to
+    run whatever else the machine does (``tests.bench.agent_job``, ``tests.bench.node_job``)."""
+
+    def counted(count: int) -> int:
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null",
+             sys.executable, "-m", module, str(count)],
+            capture_output=True, text=True, timeout=3600, check=True,
+        )  # fmt: skip
+        collected = re.search(r"Collected : (\d+)", done.stderr)
+        if collected is None:
+            raise RuntimeError(f"valgrind counted nothing: {done.stderr[-500:]}")
+        return int(collected.group(1))
+
+    return (counted(jobs) - counted(0)) / jobs
 
 
 def process_rss_bytes(pid: int) -> int:
