@@ -9,8 +9,8 @@ job: the socket's frames, the hand-offs to the database threads, the statements'
 results, the logs. The device sends its frames faster than ``MAX_FRAMES_PER_SECOND`` allows a
 device, so that limit is lifted here.
 
-Run alone, with ``DATABASE_URL`` naming a PostgreSQL server (its database ``qprint_node_job`` is
-made and migrated when missing):
+Run alone, with ``DATABASE_URL`` naming a PostgreSQL server (its database ``qprint_node_job``, or
+``NODE_JOB_DATABASE``, is made and migrated when missing):
 
     python -m tests.bench.node_job [jobs]                  # CPU per job (all threads)
     python -m tests.bench.node_job --instructions [jobs]   # instructions per job, under valgrind
@@ -38,7 +38,9 @@ from datetime import UTC, datetime
 from tests.bench.machine import instructions_per_job, own_cpu_seconds
 
 WARM_UP = 100
-DATABASE = "qprint_node_job"
+#: The database it makes on ``DATABASE_URL``'s server (``NODE_JOB_DATABASE``: another, so that two
+#: versions of the code count at once).
+DATABASE = os.environ.get("NODE_JOB_DATABASE", "qprint_node_job")
 DOCUMENT = b"%PDF-1.4\n" + b"0" * 2048
 
 
