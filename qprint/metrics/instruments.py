@@ -101,10 +101,19 @@ CLOUDPRNT_SECONDS = Histogram(
 # -- instrumentation points -----------------------------------------------------------------
 
 
+@functools.cache
+def _labelled(metric: Counter | Histogram, *values: str) -> Any:
+    """``metric.labels(*values)``, looked up once per label values: prometheus_client checks the
+    values and takes a lock at every ``labels`` call, a few microseconds on each answer. The
+    children are the metric's own for good (nothing here removes them), so a child kept here
+    counts what ``labels`` would have returned."""
+    return metric.labels(*values)
+
+
 def cloudprnt_answered(request: str, started: float, status: int, answer: str) -> None:
     """A CloudPRNT request was answered (the transport calls it once per request)."""
-    CLOUDPRNT_REQUESTS.labels(request, str(status), answer).inc()
-    CLOUDPRNT_SECONDS.labels(request).observe(time.perf_counter() - started)
+    _labelled(CLOUDPRNT_REQUESTS, request, str(status), answer).inc()
+    _labelled(CLOUDPRNT_SECONDS, request).observe(time.perf_counter() - started)
 
 
 def _answer_of(response: Any, answers: dict[int, str]) -> str:
@@ -120,8 +129,10 @@ def _answer_of(response: Any, answers: dict[int, str]) -> str:
 def _answered(counter: Counter, histogram: Histogram, answers: dict[int, str]):
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         def observe(started: float, response: Any) -> Any:
-            histogram.labels("http").observe(time.perf_counter() - started)
-            counter.labels(str(response.status_code), _answer_of(response, answers), "http").inc()
+            _labelled(histogram, "http").observe(time.perf_counter() - started)
+            _labelled(
+                counter, str(response.status_code), _answer_of(response, answers), "http"
+            ).inc()
             return response
 
         if inspect.iscoroutinefunction(view):  # an async view (``run_async=True``)
@@ -162,14 +173,14 @@ def socket_operation_answered(operation: str, started: float, status: int, error
     if operation not in _SOCKET_OPERATIONS:
         return
     counter, histogram, answers = _SOCKET_OPERATIONS[operation]
-    histogram.labels("socket").observe(time.perf_counter() - started)
-    counter.labels(str(status), answers.get(status) or error or str(status), "socket").inc()
+    _labelled(histogram, "socket").observe(time.perf_counter() - started)
+    _labelled(counter, str(status), answers.get(status) or error or str(status), "socket").inc()
 
 
 def job_finished(sender: Any, job: Any, status: str, **kwargs: Any) -> None:
     """Receiver of ``qprint.signals.job_finished`` (sent after commit, connected by
     :func:`install`): count the job, and observe submit -> PRINTED."""
-    JOBS_FINISHED.labels(str(status)).inc()
+    _labelled(JOBS_FINISHED, str(status)).inc()
     if status == "PRINTED" and job.created_at is not None and job.finished_at is not None:
         SUBMIT_TO_PRINTED.observe(max(0.0, (job.finished_at - job.created_at).total_seconds()))
 
@@ -185,4 +196,4 @@ def wakeup_handled(message: dict[str, Any], woke: bool | None) -> None:
 
 def heartbeat_reconciled(found_work: bool | None) -> None:
     """A socket here answered a ping; ``found_work``: it sent a wake frame."""
-    RECONCILES.labels("true" if found_work else "false").inc()
+    _labelled(RECONCILES, "true" if found_work else "false").inc()

@@ -66,6 +66,24 @@ def test_a_wakeup_is_timed_only_when_it_sent_a_wake_frame():
     assert sample("qprint_wake_latency_seconds_bucket", le="30.0") == slower + 1
 
 
+def test_socket_answers_with_the_same_labels_count_each_time_and_apart_by_label():
+    """The instruments keep each labelled child after its first answer (``_labelled``): later
+    answers still reach the exposition, each under its own labels."""
+    socket = {"path": "socket"}
+    created = sample("qprint_events_total", status="201", answer="created", **socket)
+    stale = sample("qprint_events_total", status="409", answer="stale_claim", **socket)
+    timed = sample("qprint_event_duration_seconds_count", **socket)
+    for _ in range(3):
+        instruments.socket_operation_answered("event", 0.0, 201, "")
+    instruments.socket_operation_answered("event", 0.0, 409, "stale_claim")
+    assert sample("qprint_events_total", status="201", answer="created", **socket) == created + 3
+    assert sample("qprint_events_total", status="409", answer="stale_claim", **socket) == stale + 1
+    assert sample("qprint_event_duration_seconds_count", **socket) == timed + 4
+    assert instruments._labelled(instruments.EVENTS, "201", "created", "socket") is (
+        instruments.EVENTS.labels("201", "created", "socket")
+    )
+
+
 def test_cluster_runtime_refuses_a_bad_metrics_port():
     from django.core.management import CommandError, call_command
 
