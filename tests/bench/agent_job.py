@@ -19,19 +19,15 @@ example project sends them. The agent runs without Django: nothing here needs a 
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import base64
 import hashlib
 import json
-import shutil
-import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 
-from tests.bench.machine import instructions_per_job, own_cpu_seconds
+from tests.bench.machine import cpu_of_jobs, per_job_main
 
 WARM_UP = 100
 
@@ -87,33 +83,15 @@ async def _jobs(count: int) -> float:
     with tempfile.TemporaryDirectory(prefix="bench-agent-job-") as directory:
         journal = AsyncJournal(Path(directory) / "bench.journal.sqlite3", "bench")
         try:
-            run = pushed_job(journal)
-            for _ in range(WARM_UP):
-                await run()
-            cpu = own_cpu_seconds()
-            for _ in range(count):
-                await run()
-            return own_cpu_seconds() - cpu
+            return await cpu_of_jobs(pushed_job(journal), count, WARM_UP)
         finally:
             await journal.close()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("jobs", type=int, nargs="?", default=1000)
-    parser.add_argument("--instructions", action="store_true")
-    args = parser.parse_args()
-    if args.instructions:
-        if shutil.which("valgrind") is None:
-            sys.exit("valgrind is not installed")
-        started = time.monotonic()
-        per_job = instructions_per_job("tests.bench.agent_job", args.jobs)
-        seconds = time.monotonic() - started
-        print(json.dumps({"jobs": args.jobs, "instructions_per_job": round(per_job),
-                          "seconds": round(seconds, 1)}))  # fmt: skip
-        return
-    spent = asyncio.run(_jobs(args.jobs))
-    print(json.dumps({"jobs": args.jobs, "cpu_us_per_job": round(spent * 1e6 / max(args.jobs, 1))}))
+    per_job_main(
+        "tests.bench.agent_job", __doc__.split("\n\n")[0], lambda jobs: asyncio.run(_jobs(jobs))
+    )
 
 
 if __name__ == "__main__":

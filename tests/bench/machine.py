@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -95,6 +96,41 @@ def instructions_per_job(module: str, jobs: int) -> float:
         [sys.executable, "-m", module, "0"], capture_output=True, timeout=600, check=True
     )
     return (counted(jobs) - counted(0)) / jobs
+
+
+async def cpu_of_jobs(run: Callable[[], Awaitable[None]], count: int, warm_up: int) -> float:
+    """CPU seconds of this process over ``count`` awaited ``run()``, after ``warm_up`` of them."""
+    for _ in range(warm_up):
+        await run()
+    cpu = own_cpu_seconds()
+    for _ in range(count):
+        await run()
+    return own_cpu_seconds() - cpu
+
+
+def per_job_main(module: str, description: str, cpu_seconds: Callable[[int], float]) -> None:
+    """The command line of a benchmark of one job in process (``agent_job``, ``node_job``):
+    ``[jobs]`` prints the CPU per job (``cpu_seconds(jobs)``), ``--instructions [jobs]`` the
+    instructions per job (:func:`instructions_per_job` of ``module``)."""
+    import argparse
+    import json
+    import shutil
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("jobs", type=int, nargs="?", default=1000)
+    parser.add_argument("--instructions", action="store_true")
+    args = parser.parse_args()
+    if args.instructions:
+        if shutil.which("valgrind") is None:
+            sys.exit("valgrind is not installed")
+        started = time.monotonic()
+        per_job = instructions_per_job(module, args.jobs)
+        seconds = time.monotonic() - started
+        print(json.dumps({"jobs": args.jobs, "instructions_per_job": round(per_job),
+                          "seconds": round(seconds, 1)}))  # fmt: skip
+        return
+    spent = cpu_seconds(args.jobs)
+    print(json.dumps({"jobs": args.jobs, "cpu_us_per_job": round(spent * 1e6 / max(args.jobs, 1))}))
 
 
 def process_rss_bytes(pid: int) -> int:

@@ -25,17 +25,12 @@ them (standard error, ``LOG_LEVEL`` INFO by default), as a deployed node's do.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
-import shutil
 import sys
-import time
-import uuid
-from datetime import UTC, datetime
 
-from tests.bench.machine import instructions_per_job, own_cpu_seconds
+from tests.bench.machine import cpu_of_jobs, per_job_main
 
 WARM_UP = 100
 #: The database it makes on ``DATABASE_URL``'s server (``NODE_JOB_DATABASE``: another, so that two
@@ -157,22 +152,11 @@ class DeviceSide:
         await asyncio.wait_for(self.task, 30)
 
 
-def event(request_id: str, assignment: dict, kind: str) -> dict:
-    """An ``event`` request frame reporting ``kind`` for ``assignment``."""
-    return {
-        "type": "event",
-        "request_id": request_id,
-        "job_id": assignment["job_id"],
-        "event_id": str(uuid.uuid4()),
-        "event_type": kind,
-        "claim_id": assignment["claim_id"],
-        "occurred_at": datetime.now(UTC).isoformat(),
-    }
-
-
 async def _jobs(count: int) -> float:
     """CPU seconds of ``count`` pushed jobs on one socket, after :data:`WARM_UP` of them."""
     from channels.db import database_sync_to_async
+
+    from tests.qprint.realtime.conftest import event_frame as event
 
     device, token = await database_sync_to_async(_device)()
     socket = DeviceSide(token)
@@ -191,33 +175,18 @@ async def _jobs(count: int) -> float:
         assert all(a["type"] == "event_recorded" and a["status"] == 201 for a in answers), answers
 
     try:
-        for _ in range(WARM_UP):
-            await one()
-        cpu = own_cpu_seconds()
-        for _ in range(count):
-            await one()
-        return own_cpu_seconds() - cpu
+        return await cpu_of_jobs(one, count, WARM_UP)
     finally:
         await socket.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("jobs", type=int, nargs="?", default=1000)
-    parser.add_argument("--instructions", action="store_true")
-    args = parser.parse_args()
-    if args.instructions:
-        if shutil.which("valgrind") is None:
-            sys.exit("valgrind is not installed")
-        started = time.monotonic()
-        per_job = instructions_per_job("tests.bench.node_job", args.jobs)
-        seconds = time.monotonic() - started
-        print(json.dumps({"jobs": args.jobs, "instructions_per_job": round(per_job),
-                          "seconds": round(seconds, 1)}))  # fmt: skip
-        return
+def _cpu_seconds(jobs: int) -> float:
     _setup()
-    spent = asyncio.run(_jobs(args.jobs))
-    print(json.dumps({"jobs": args.jobs, "cpu_us_per_job": round(spent * 1e6 / max(args.jobs, 1))}))
+    return asyncio.run(_jobs(jobs))
+
+
+def main() -> None:
+    per_job_main("tests.bench.node_job", __doc__.split("\n\n")[0], _cpu_seconds)
 
 
 if __name__ == "__main__":
