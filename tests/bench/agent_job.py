@@ -9,12 +9,13 @@ benchmark reads only beside every other process of the run.
     python -m tests.bench.agent_job [jobs]                  # CPU per job (all threads)
     python -m tests.bench.agent_job --instructions [jobs]   # instructions per job, under valgrind
 
-``--instructions`` runs this module twice under ``valgrind --tool=callgrind`` (the same warm-up,
-then no job and ``jobs`` jobs) and prints the instructions per job, the difference over the
-jobs: a count that repeats from run to run whatever else the machine does (to within a tenth of a
-percent here), so two versions of the agent compare in one reading each. Alone, no logging is
-configured (the agent's INFO lines are not written); in ``tests.bench.handoff`` they go where the
-example project sends them. The agent runs without Django: nothing here needs a database.
+``--instructions`` runs this module twice under ``valgrind --tool=callgrind``, after a run
+outside the count (the same warm-up, then no job and ``jobs`` jobs), and prints the instructions
+per job, the difference over the jobs: a count that repeats from run to run whatever else the
+machine does (to within a tenth of a percent here), so two versions of the agent compare in one
+reading each. Alone, no logging is configured (the agent's INFO lines are not written); in
+``tests.bench.handoff`` they go where the example project sends them. The agent runs without
+Django: nothing here needs a database.
 """
 
 from __future__ import annotations

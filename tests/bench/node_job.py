@@ -31,6 +31,7 @@ import os
 import sys
 
 from tests.bench.machine import cpu_of_jobs, per_job_main
+from tests.processes import database_url_of
 
 WARM_UP = 100
 #: The database it makes on ``DATABASE_URL``'s server (``NODE_JOB_DATABASE``: another, so that two
@@ -48,15 +49,13 @@ def _setup() -> None:
     if not url.startswith("postgres"):
         sys.exit("DATABASE_URL must name a PostgreSQL server")
     server = environ.Env.db_url_config(url)
-    options = {"host": server["HOST"], "port": server["PORT"] or 5432, "user": server["USER"]}
-    with psycopg.connect(dbname="postgres", autocommit=True, **options) as conn:
+    with psycopg.connect(database_url_of({**server, "NAME": "postgres"}), autocommit=True) as conn:
         if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [DATABASE]).fetchone():
             conn.execute(f"CREATE DATABASE {DATABASE}")
-    user = f"{server['USER']}@" if server["USER"] else ""
     os.environ.update(
         {
             "DJANGO_SETTINGS_MODULE": "example_project.settings",
-            "DATABASE_URL": f"postgres://{user}{options['host']}:{options['port']}/{DATABASE}",
+            "DATABASE_URL": database_url_of({**server, "NAME": DATABASE}),
             "SECRET_KEY": "node-job-bench",
             "ALLOWED_HOSTS": "*",
             "QPRINT_HEARTBEAT_SECONDS": "3600",
