@@ -24,6 +24,7 @@ connection's prepared statements; the example project turns it on with its pool.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import re
 import threading
@@ -216,6 +217,36 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return _NAMED.sub("%s", sql), _NAMED.findall(sql)
 
 
+@functools.cache
+def timestamptz_loader(timezone: datetime.tzinfo | None) -> type:
+    """A loader of ``timestamptz`` text giving what Django's gives on a connection whose time zone
+    is ``timezone`` (``None``, naive: ``USE_TZ`` off): psycopg's default loader (C in its binary
+    build) parses the value, and the result takes ``timezone`` as Django's does. The session's
+    time zone is the one Django set on the connection, so where psycopg's result already carries
+    ``timezone`` (UTC, the usual case), the C loader answers alone. Registered on :func:`fetch`'s
+    cursor only: the ORM's own reads keep Django's loader."""
+    from psycopg import adapters
+    from psycopg.adapt import Loader
+    from psycopg.pq import Format
+
+    oid = adapters.types["timestamptz"].oid
+    default = adapters.get_loader(oid, Format.TEXT)
+
+    class TimestamptzLoader(Loader):
+        def __init__(self, oid: int, context: Any = None):
+            super().__init__(oid, context)
+            parse = default(oid, context).load
+            if parse(b"2000-01-01 00:00:00+00").tzinfo is timezone:
+                self.load = parse  # type: ignore[method-assign]
+            else:
+                self._parse = parse
+
+        def load(self, data: Any) -> datetime.datetime:
+            return self._parse(data).replace(tzinfo=timezone)
+
+    return TimestamptzLoader
+
+
 def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
     """The rows of ``sql`` (``%s`` or ``%(name)s`` placeholders): on PostgreSQL bound by the
     server, and prepared once it ran ``prepare_threshold`` times on the connection (a parameter
@@ -233,6 +264,7 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
     connection.ensure_connection()
     started = time.monotonic()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
+        cursor.adapters.register_loader("timestamptz", timestamptz_loader(connection.timezone))
 
         def execute(sql, params, many, context):
             # Django's cursor binds on the client: PostgreSQL would plan it at every call.

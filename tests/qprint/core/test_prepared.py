@@ -2,9 +2,13 @@
 were built from answers, for every set of values, and never keep a value that may change."""
 
 import uuid
+import zoneinfo
+from contextlib import contextmanager
 
 import pytest
+from django.db import connection
 from django.db.models import CharField, IntegerField, OuterRef, Subquery
+from django.test import override_settings
 
 from qprint import api
 from qprint.core import prepared
@@ -114,3 +118,55 @@ def test_a_prepared_insert_refuses_a_callable_default_it_would_freeze():
     frozen = PreparedInsert(lambda: PrintJobEvent(job_id=Param("job_id", IntegerField())))
     with pytest.raises(TypeError, match="event_id"):  # uuid.uuid4, once for every call
         frozen.statement(job_id=1)
+
+
+@contextmanager
+def _database_time_zone(name):
+    """The connection's ``TIME_ZONE`` (the session's time zone) set to ``name``, as a database
+    whose timestamps are read in a zone of its own is configured."""
+    previous = connection.settings_dict["TIME_ZONE"]
+
+    def apply(value):
+        connection.settings_dict["TIME_ZONE"] = value
+        for cached in ("timezone", "timezone_name"):
+            connection.__dict__.pop(cached, None)
+        connection.ensure_timezone()
+
+    apply(name)
+    try:
+        yield
+    finally:
+        apply(previous)
+
+
+def _timestamps_read_both_ways(job):
+    columns = ("created_at", "expires_at")
+    [row] = prepared.fetch(
+        f"SELECT {', '.join(columns)} FROM {PrintJob._meta.db_table} WHERE id = %s", [job.pk]
+    )
+    by_orm = PrintJob.objects.values_list(*columns).get(pk=job.pk)
+    return row, by_orm
+
+
+@pytest.mark.services
+@pytest.mark.parametrize(
+    "use_tz, database_zone",
+    [(True, None), (True, "Europe/Paris"), (False, None)],
+    ids=["utc", "database-zone", "naive"],
+)
+def test_a_timestamp_fetched_is_the_one_the_orm_reads(use_tz, database_zone):
+    """``fetch`` parses timestamps with psycopg's own loader: each value, and its time zone,
+    must be what Django's loader gives on the same connection."""
+    job = submit(make_device().device)
+    with override_settings(USE_TZ=use_tz), _database_time_zone(database_zone):
+        row, by_orm = _timestamps_read_both_ways(job)
+    assert row == by_orm and all(value is not None for value in row)
+    for mine, theirs in zip(row, by_orm, strict=True):
+        assert mine.tzinfo == theirs.tzinfo and mine.utcoffset() == theirs.utcoffset()
+        assert mine.isoformat() == theirs.isoformat()
+    if not use_tz:
+        assert row[0].tzinfo is None
+    elif database_zone:
+        assert row[0].tzinfo == zoneinfo.ZoneInfo(database_zone)
+    else:
+        assert row[0].tzinfo is connection.timezone
