@@ -217,29 +217,37 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return _NAMED.sub("%s", sql), _NAMED.findall(sql)
 
 
+def timestamptz_loader(connection) -> type:
+    """The loader of ``timestamptz`` text for :func:`fetch` on ``connection`` (Django's), giving
+    what Django's loader gives there: psycopg's own (C in its binary build) where its result
+    already carries the time zone Django gives a value (the session's time zone is the one Django
+    set on the connection: UTC, the usual case), else psycopg's with that time zone put in its
+    result, as Django's does (``None``, naive, when ``USE_TZ`` is off). Registered on
+    :func:`fetch`'s cursor only: the ORM's own reads keep Django's loader."""
+    timezone = connection.timezone
+    if connection.connection.info.timezone is timezone:
+        return _psycopg_loader()
+    return _in_time_zone(timezone)
+
+
 @functools.cache
-def timestamptz_loader(timezone: datetime.tzinfo | None) -> type:
-    """A loader of ``timestamptz`` text giving what Django's gives on a connection whose time zone
-    is ``timezone`` (``None``, naive: ``USE_TZ`` off): psycopg's default loader (C in its binary
-    build) parses the value, and the result takes ``timezone`` as Django's does. The session's
-    time zone is the one Django set on the connection, so where psycopg's result already carries
-    ``timezone`` (UTC, the usual case), the C loader answers alone. Registered on :func:`fetch`'s
-    cursor only: the ORM's own reads keep Django's loader."""
+def _psycopg_loader() -> type:
     from psycopg import adapters
-    from psycopg.adapt import Loader
     from psycopg.pq import Format
 
-    oid = adapters.types["timestamptz"].oid
-    default = adapters.get_loader(oid, Format.TEXT)
+    return adapters.get_loader(adapters.types["timestamptz"].oid, Format.TEXT)
+
+
+@functools.cache
+def _in_time_zone(timezone: datetime.tzinfo | None) -> type:
+    from psycopg.adapt import Loader
+
+    default = _psycopg_loader()
 
     class TimestamptzLoader(Loader):
         def __init__(self, oid: int, context: Any = None):
             super().__init__(oid, context)
-            parse = default(oid, context).load
-            if parse(b"2000-01-01 00:00:00+00").tzinfo is timezone:
-                self.load = parse  # type: ignore[method-assign]
-            else:
-                self._parse = parse
+            self._parse = default(oid, context).load
 
         def load(self, data: Any) -> datetime.datetime:
             return self._parse(data).replace(tzinfo=timezone)
@@ -264,7 +272,7 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
     connection.ensure_connection()
     started = time.monotonic()
     with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.adapters.register_loader("timestamptz", timestamptz_loader(connection.timezone))
+        cursor.adapters.register_loader("timestamptz", timestamptz_loader(connection))
 
         def execute(sql, params, many, context):
             # Django's cursor binds on the client: PostgreSQL would plan it at every call.
