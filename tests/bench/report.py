@@ -51,6 +51,16 @@ def largest(*values):
     return value
 
 
+def millions(side: str):
+    """The instructions per job of ``side`` in ``instructions_per_job``, in millions."""
+
+    def value(record):
+        got = get(record, "figures", side, "instructions_per_job")
+        return None if got is None else round(got / 1e6, 3)
+
+    return value
+
+
 # (what, target text, benchmark, keys or a function of the record, comparison, bound, unit)
 TARGETS = [
     ("pushed assignments: submit → PRINTED p50 at 5 jobs/s", "≤ 10 ms", "end_to_end",
@@ -124,7 +134,8 @@ def table() -> str:
     return "\n".join(rows)
 
 
-# (what, benchmark, keys, unit): figures without a target, shown for what they say.
+# (what, benchmark, keys or functions of the record, unit): figures without a target, shown for
+# what they say.
 FIGURES = [
     ("push, HTTP agents: submit → PRINTED p50 / p99 at 5 jobs/s", "end_to_end",
      [("figures", "push_http/latency", "p50_ms"), ("figures", "push_http/latency", "p99_ms")],
@@ -239,6 +250,12 @@ FIGURES = [
      "wall p50 / p99 (µs)", "database_call_handoff",
      [("figures", "agent_job", k) for k in ("cpu_us_per_call", "wall_p50_us", "wall_p99_us")],
      ""),
+    ("a pushed job in one process, instructions per job (millions, callgrind): the node's side "
+     "(tests/bench/node_job.py) / the agent's (tests/bench/agent_job.py)", "instructions_per_job",
+     [millions("node"), millions("agent")], ""),
+    ("a pushed job in one process, CPU per job (µs): the node's side / the agent's",
+     "instructions_per_job",
+     [("figures", side, "cpu_us_per_job") for side in ("node", "agent")], ""),
     ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
      "end_to_end@devices200",
      [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),
@@ -280,7 +297,7 @@ def figures_table() -> str:
         now, before = load(name, label), None if label else load(name, "before")
 
         def values(record, keys=keys, unit=unit):
-            got = [get(record, *k) for k in keys]
+            got = [value_of(record, k) for k in keys]
             if all(v is None for v in got):
                 return "not measured"
             return " / ".join(fmt(v) for v in got) + unit
