@@ -255,6 +255,14 @@ def _in_time_zone(timezone: datetime.tzinfo | None) -> type:
     return TimestamptzLoader
 
 
+@functools.lru_cache(maxsize=1024)
+def _encoded(sql: str) -> bytes:
+    """``sql`` as the bytes psycopg sends (Django's connections speak UTF-8), the same object at
+    every call of the same statement: psycopg encodes a ``str`` at every call, then hashes the
+    new bytes to find its parsed form and its prepared statement."""
+    return sql.encode()
+
+
 def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
     """The rows of ``sql`` (``%s`` or ``%(name)s`` placeholders): on PostgreSQL bound by the
     server, and prepared once it ran ``prepare_threshold`` times on the connection (a parameter
@@ -276,7 +284,7 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
 
         def execute(sql, params, many, context):
             # Django's cursor binds on the client: PostgreSQL would plan it at every call.
-            cursor.execute(sql, params)
+            cursor.execute(_encoded(sql), params)
 
         # Django's execute wrappers (connection.execute_wrapper) see it as any statement.
         for wrapper in reversed(connection.execute_wrappers):
