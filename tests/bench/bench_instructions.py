@@ -51,12 +51,12 @@ def test_instructions_per_job(bench_result):
     for side, jobs in COUNTED.items():
         counting[side] = subprocess.Popen(
             _command(side, "--instructions", str(jobs)),
-            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
     counted = {}
     for side, process in counting.items():
-        output, _ = process.communicate(timeout=3600)
-        assert process.returncode == 0, f"{side}_job --instructions failed"
+        output, errors = process.communicate(timeout=3600)
+        assert process.returncode == 0, f"{side}_job --instructions failed: {errors[-2000:]}"
         counted[side] = _figures(output)
     figures = {}
     for side in COUNTED:
