@@ -17,7 +17,6 @@ Without valgrind the benchmark is skipped with that reason.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -46,12 +45,11 @@ def _figures(output: str) -> dict:
 def test_instructions_per_job(bench_result):
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed")
-    env = dict(os.environ)
     counting = {}
     for side, jobs in COUNTED.items():
         counting[side] = subprocess.Popen(
             _command(side, "--instructions", str(jobs)),
-            cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
     counted = {}
     for side, process in counting.items():
@@ -61,7 +59,7 @@ def test_instructions_per_job(bench_result):
     figures = {}
     for side in COUNTED:
         timed = subprocess.run(
-            _command(side, str(TIMED)), cwd=REPO_ROOT, env=env, capture_output=True, text=True,
+            _command(side, str(TIMED)), cwd=REPO_ROOT, capture_output=True, text=True,
             timeout=1200, check=True,
         )  # fmt: skip
         figures[side] = {
