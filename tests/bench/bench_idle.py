@@ -6,6 +6,8 @@ One Daphne node (PostgreSQL, a Redis of the bench's own, the default 20 s heartb
 - **connects per second**: devices connected and ready / time taken; the node's CPU per connect
   and its share of a core meanwhile (a node near a whole core is what bounds the connects), and
   this process's (the devices') CPU per connect;
+- **statements per connect**: transactions committed on the database while they connect
+  (``pg_stat_database``, as for the pings below, less this process's own reads) per device;
 - **RSS per connection**: the slope of the node's RSS against the number of open sockets, from 0
   to ``IDLE`` (least squares over the batches);
 - **CPU of the node** over two heartbeats of idle sockets, as a share of one core;
@@ -101,6 +103,7 @@ async def test_idle_devices(node, bench_result):
     made = await database_sync_to_async(make_devices)(IDLE)
     pid = node.process.pid
     await asyncio.sleep(2)
+    xact_connecting = await database_sync_to_async(committed)()
     rss = [(0, process_rss_bytes(pid))]
     devices: list[RealDevice] = []
     spy = profiler(pid, "idle-connects") if PROFILE_DIR else None
@@ -109,13 +112,18 @@ async def test_idle_devices(node, bench_result):
         batch = made[start : start + BATCH]
         devices += await asyncio.gather(*(connect(node.ws, t) for _, _, t in batch))
         rss.append((len(devices), process_rss_bytes(pid)))
+    polls = 1
     while await database_sync_to_async(ready_count)() < IDLE:
+        polls += 1
         await asyncio.sleep(0.1)
     connect_seconds = time.monotonic() - started
     node_cpu, own_cpu = process_cpu_seconds(pid) - node_cpu, time.process_time() - own_cpu
     if spy is not None:
         spy.stop()
-    await asyncio.sleep(5)  # settled
+    await asyncio.sleep(2)  # the statistics of the connects reach pg_stat_database
+    # Less this process's own: the readiness polls and the statement reading the count.
+    connect_statements = await database_sync_to_async(committed)() - xact_connecting - polls - 1
+    await asyncio.sleep(3)  # settled
     spy = profiler(pid, "idle-pings") if PROFILE_DIR else None
 
     # The statistics reach pg_stat_database within a second or so: read them 2 s after the ping
@@ -136,6 +144,7 @@ async def test_idle_devices(node, bench_result):
         "node_cpu_ms_per_connect": round(1000 * node_cpu / IDLE, 2),
         "node_cpu_percent_of_core_connecting": round(100 * node_cpu / connect_seconds, 1),
         "devices_cpu_ms_per_connect": round(1000 * own_cpu / IDLE, 2),
+        "statements_per_connect": round(connect_statements / IDLE, 2),
         "rss_per_connection_kib": round(slope(rss) / 1024, 1),
         "rss_mib": [[n, round(b / 2**20, 1)] for n, b in rss],
         "node_cpu_percent_of_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),

@@ -215,9 +215,9 @@ FIGURES = [
      [("figures", "node_cpu_ms_per_ping"), ("figures", "node_cpu_percent_of_core"),
       ("figures", "statements_per_ping")], ""),
     ("idle: while connecting, node CPU per connect (ms), % of a core; the devices' CPU per "
-     "connect (ms)", "idle_devices",
+     "connect (ms); statements per connect", "idle_devices",
      [("figures", "node_cpu_ms_per_connect"), ("figures", "node_cpu_percent_of_core_connecting"),
-      ("figures", "devices_cpu_ms_per_connect")], ""),
+      ("figures", "devices_cpu_ms_per_connect"), ("figures", "statements_per_connect")], ""),
     ("reconnect storm: devices, until all ready on B and C (s), reconnects/s, failed handshakes",
      "reconnect_storm",
      [("figures", "devices"), ("figures", "move", "seconds_until_all_ready"),
