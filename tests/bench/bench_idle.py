@@ -6,8 +6,8 @@ One Daphne node (PostgreSQL, a Redis of the bench's own, the default 20 s heartb
 - **connects per second**: devices connected and ready / time taken; the node's CPU per connect
   and its share of a core meanwhile (a node near a whole core is what bounds the connects), and
   this process's (the devices') CPU per connect;
-- **statements per connect**: transactions committed on the database while they connect
-  (``pg_stat_database``, as for the pings below, less this process's own reads) per device;
+- **statements per connect**: the statements run on the database while they connect
+  (``pg_stat_statements`` on the private PostgreSQL, less this process's own polls) per device;
 - **RSS per connection**: the slope of the node's RSS against the number of open sockets, from 0
   to ``IDLE`` (least squares over the batches);
 - **CPU of the node** over two heartbeats of idle sockets, as a share of one core;
@@ -30,6 +30,7 @@ from django.db import connection
 from tests.bench.common import make_devices
 from tests.bench.conftest import size
 from tests.bench.machine import process_cpu_seconds, process_rss_bytes
+from tests.bench.postgres import PrivatePostgres
 from tests.bench.profile import PROFILE_DIR, profiler
 from tests.processes import RedisServer
 from tests.qprint.realtime.cluster import RealDevice, database_url_of
@@ -103,7 +104,9 @@ async def test_idle_devices(node, bench_result):
     made = await database_sync_to_async(make_devices)(IDLE)
     pid = node.process.pid
     await asyncio.sleep(2)
-    xact_connecting = await database_sync_to_async(committed)()
+    pg = PrivatePostgres.from_env()
+    if pg is not None:
+        await asyncio.to_thread(pg.reset_statements)
     rss = [(0, process_rss_bytes(pid))]
     devices: list[RealDevice] = []
     spy = profiler(pid, "idle-connects") if PROFILE_DIR else None
@@ -120,10 +123,11 @@ async def test_idle_devices(node, bench_result):
     node_cpu, own_cpu = process_cpu_seconds(pid) - node_cpu, time.process_time() - own_cpu
     if spy is not None:
         spy.stop()
-    await asyncio.sleep(2)  # the statistics of the connects reach pg_stat_database
-    # Less this process's own: the readiness polls and the statement reading the count.
-    connect_statements = await database_sync_to_async(committed)() - xact_connecting - polls - 1
-    await asyncio.sleep(3)  # settled
+    statements = None
+    if pg is not None:  # less this process's own: the readiness polls
+        counted = await asyncio.to_thread(pg.statements, connection.settings_dict["NAME"], 1, 1)
+        statements = round((counted[-1]["calls_per_job"] - polls) / IDLE, 2)
+    await asyncio.sleep(5)  # settled
     spy = profiler(pid, "idle-pings") if PROFILE_DIR else None
 
     # The statistics reach pg_stat_database within a second or so: read them 2 s after the ping
@@ -144,7 +148,7 @@ async def test_idle_devices(node, bench_result):
         "node_cpu_ms_per_connect": round(1000 * node_cpu / IDLE, 2),
         "node_cpu_percent_of_core_connecting": round(100 * node_cpu / connect_seconds, 1),
         "devices_cpu_ms_per_connect": round(1000 * own_cpu / IDLE, 2),
-        "statements_per_connect": round(connect_statements / IDLE, 2),
+        "statements_per_connect": statements,
         "rss_per_connection_kib": round(slope(rss) / 1024, 1),
         "rss_mib": [[n, round(b / 2**20, 1)] for n, b in rss],
         "node_cpu_percent_of_core": round(100 * (cpu1 - cpu0) / (t1 - t0), 1),
