@@ -6,7 +6,9 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   the reconcile walk;
 - ONE channel-layer channel for the whole process, added to the group ``qprint.device.<pk>`` of
   each device that has a socket here. A message on a group reaches the process once and is
-  handed to the device's sockets through their own queue (no per-socket Redis subscription);
+  handed to the device's sockets through their own queue (no per-socket Redis subscription). A
+  new socket handles its device's frames once that subscription is made
+  (:meth:`DeviceBus.subscription`, bounded), so that its ``state`` reads the row after it;
 - a probe that publishes to its own channel every ``BUS_PROBE_SECONDS`` and waits to receive it:
   the end-to-end outage detector. ``RedisPubSubChannelLayer`` reconnects and resubscribes by
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
@@ -56,6 +58,9 @@ PROBE_TIMEOUTS_FOR_OUTAGE = 2
 BURST_SOCKETS_EXCUSE = 50
 #: After an outage, the sockets reconcile (read their rows) this many per second, not all at once.
 RECONCILE_PER_SECOND = 1000
+#: The longest a new socket waits for its device's subscription (:meth:`DeviceBus.subscription`)
+#: before it handles the device's frames anyway.
+SUBSCRIPTION_WAIT_SECONDS = 1.0
 
 
 def device_group(device_id: int) -> str:
@@ -95,6 +100,8 @@ class DeviceBus:
         self.attached = 0
         self._probe_timeouts = 0
         self._reconciling: asyncio.Task | None = None
+        #: Sockets waiting for their device's subscription (:meth:`subscription`), by device.
+        self._awaiting: dict[int, list[asyncio.Future]] = {}
 
     # -- registry ---------------------------------------------------------------------------
 
@@ -103,6 +110,40 @@ class DeviceBus:
         self.sockets.setdefault(socket.device_id, set()).add(socket)
         self._start()
         self._changed.set()
+
+    async def subscription(
+        self, device_id: int, timeout: float = SUBSCRIPTION_WAIT_SECONDS
+    ) -> bool:
+        """Wait until the device's group is subscribed here: True once it is, False when the bus
+        is down or ``timeout`` passed first.
+
+        A new socket waits for it before it reads the device's row (its ``state``): every wakeup
+        published before the subscription is then in that read, and the reconcile that the
+        subscription asks for (:meth:`_sync_groups`) finds the row read since and reads nothing.
+        Without the wait, a device whose ``state`` came before the subscription had its row read
+        twice."""
+        if device_id in self.subscribed:
+            return True
+        if self.layer is None or not self.up or not self._tasks:
+            return False  # no subscription is coming (no layer, or the bus is not running)
+        waiter = self.loop.create_future()
+        self._awaiting.setdefault(device_id, []).append(waiter)
+        try:
+            return await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._awaiting.get(device_id, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+                if not waiters:
+                    del self._awaiting[device_id]
+
+    def _subscribed(self, device_id: int) -> None:
+        self.subscribed.add(device_id)
+        for waiter in self._awaiting.pop(device_id, ()):
+            if not waiter.done():
+                waiter.set_result(True)
 
     def detach(self, socket: Socket) -> None:
         sockets = self.sockets.get(socket.device_id)
@@ -251,7 +292,7 @@ class DeviceBus:
             except Exception as exc:
                 self._failed("group_add", exc)
                 return
-            self.subscribed.add(device_id)
+            self._subscribed(device_id)
             if device_id not in self.reconciled:
                 # A wakeup published before the first subscription was missed: read the row now.
                 # (A re-subscription after an outage or for the group expiry needs no read of
@@ -341,6 +382,12 @@ class DeviceBus:
             self.up = False
             self.outages += 1
             logger.warning("bus_down sockets=%d reason=%s", self.count(), reason)
+        # No subscription is coming: the sockets waiting for one go on (the bus's return
+        # reconciles every socket).
+        for waiters in self._awaiting.values():
+            for waiter in waiters:
+                if not waiter.done():
+                    waiter.set_result(False)
 
     def _set_up(self) -> None:
         self.up = True

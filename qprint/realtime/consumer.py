@@ -211,6 +211,10 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             "connection_id": str(self.connection_id),
         }
         self._publishing = asyncio.ensure_future(self._bus.publish(self.device_id, replaced))
+        # The device's frames wait for its group's subscription (bounded): its `state` then reads
+        # the row after any wakeup the subscription could have missed, and the subscription's
+        # reconcile has nothing left to read.
+        await self._bus.subscription(self.device_id)
 
     async def _refuse(self, status: int, code: str, text: str) -> None:
         """Refuse the upgrade. 5xx never becomes 403: agents take 403 as "ask a person"."""

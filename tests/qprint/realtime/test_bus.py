@@ -1,6 +1,7 @@
 """The bus under a connect burst: a slow publish or a probe late because the process's own loop
-is busy is not an outage, the reconcile after a real outage is paced, and a socket attached while
-the bus is subscribing others is subscribed at once."""
+is busy is not an outage, the reconcile after a real outage is paced, a socket attached while
+the bus is subscribing others is subscribed at once, and a new socket waits for its subscription
+no longer than the bus can give it."""
 
 from __future__ import annotations
 
@@ -170,4 +171,41 @@ async def test_a_socket_attached_while_others_subscribe_is_subscribed_without_wa
             await asyncio.sleep(0.01)
         assert [m["type"] for _, m in second.messages] == ["qprint.reconcile"]
     finally:
+        await device_bus.stop()
+
+
+async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bus_can_give_it(
+    settings,
+):
+    """A socket waits for its device's subscription before it handles the device's frames: it
+    goes on once the subscription is made (True), at once when the bus is down or when its
+    device is subscribed already, and after the bound when the subscription never comes (False:
+    its reconcile then reads the row, as without the wait)."""
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    layer = GatedSubscriptions()
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    layer.bus = device_bus
+    try:
+        device_bus.attach(Socket(1))
+        waiting = asyncio.ensure_future(device_bus.subscription(1, timeout=5))
+        await asyncio.wait_for(layer.inside.wait(), 5)  # the pass awaits device 1's group_add
+        assert not waiting.done()
+        layer.gate.set()
+        assert await asyncio.wait_for(waiting, 5) is True
+        assert await device_bus.subscription(1, timeout=0) is True  # subscribed already
+
+        layer.gate.clear()
+        device_bus.subscribed.discard(1)  # subscribing again (a group refresh), held at the gate
+        device_bus._changed.set()
+        assert await device_bus.subscription(1, timeout=0.2) is False
+        assert device_bus._awaiting == {}
+
+        waiting = asyncio.ensure_future(device_bus.subscription(1, timeout=5))
+        await asyncio.sleep(0)
+        device_bus._set_down("test")
+        assert await asyncio.wait_for(waiting, 1) is False  # the outage frees it at once
+        assert await device_bus.subscription(1, timeout=5) is False  # down: no wait at all
+        assert device_bus._awaiting == {}
+    finally:
+        layer.gate.set()
         await device_bus.stop()

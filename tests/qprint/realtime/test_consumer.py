@@ -173,6 +173,39 @@ async def test_idle_ping_sends_nothing_and_renews_lease(device_and_token, socket
     assert after > before
 
 
+async def test_a_state_sent_before_the_subscription_is_the_only_read_of_the_row(
+    device_and_token, sockets, monkeypatch
+):
+    """The device reports its ``state`` at once, while the node's subscription to its group is
+    still on its way (here 0.3 s). The state is handled once the subscription is made, so its
+    statement reads the row after any wakeup the subscription could have missed, and the
+    reconcile the subscription asks for reads nothing more: no ``SELECT`` of the row at all."""
+    import asyncio
+
+    from channels.layers import InMemoryChannelLayer
+
+    from tests.waiting import eventually
+
+    subscribe = InMemoryChannelLayer.group_add
+
+    async def slow_subscribe(self, group, channel):
+        await asyncio.sleep(0.3)
+        await subscribe(self, group, channel)
+
+    monkeypatch.setattr(InMemoryChannelLayer, "group_add", slow_subscribe)
+    device, token = device_and_token
+    statements = observe_statements(monkeypatch)
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await eventually(lambda: device.pk in bus.current().subscribed, 5, message="subscribed")
+    await wait_idle(s, device.pk)  # the subscription's reconcile came before this marker
+    guarded = "WHERE id = %s AND connection_id = %s"  # the row read by this connection
+    reads = [q for q in statements if q.lstrip().startswith("SELECT") and guarded in q]
+    assert reads == []
+    assert len(statements) >= 2  # the upgrade's take and the state's statement were observed
+
+
 async def test_ping_is_one_statement(device_and_token, sockets, monkeypatch):
     # No bus for this socket: its reconcile after subscribing would be a statement of its own.
     monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
