@@ -61,6 +61,12 @@ RECONCILE_PER_SECOND = 1000
 #: The longest a new socket waits for its device's subscription (:meth:`DeviceBus.subscription`)
 #: before it handles the device's frames anyway.
 SUBSCRIPTION_WAIT_SECONDS = 1.0
+#: A new socket waits for its subscription only while fewer devices than this wait for theirs. In
+#: a connect burst the subscriptions queue on the layer's connection behind the new sockets'
+#: ``replaced`` messages (the layer sends one at a time, each for a round trip to Redis): waiting
+#: for them would hold the burst's connects back, so the sockets of a burst go on at once and the
+#: reconcile reads their rows, as it does for a socket that waited in vain.
+SUBSCRIPTION_WAITERS_MAX = 8
 
 
 def device_group(device_id: int) -> str:
@@ -126,6 +132,8 @@ class DeviceBus:
             return True
         if self.layer is None or not self.up or not self._tasks:
             return False  # no subscription is coming (no layer, or the bus is not running)
+        if len(self._awaiting) >= SUBSCRIPTION_WAITERS_MAX:
+            return False  # a connect burst
         waiter = self.loop.create_future()
         self._awaiting.setdefault(device_id, []).append(waiter)
         try:

@@ -209,3 +209,36 @@ async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bu
     finally:
         layer.gate.set()
         await device_bus.stop()
+
+
+async def test_in_a_connect_burst_a_new_socket_goes_on_without_waiting_for_its_subscription(
+    settings,
+):
+    """As many devices as ``SUBSCRIPTION_WAITERS_MAX`` already wait for their subscriptions (a
+    burst: the subscriptions queue on the layer's connection): the next socket goes on at once,
+    and its reconcile reads its row once it is subscribed."""
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    layer = GatedSubscriptions()  # device 1's subscription, first of the pass, held at the gate
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    layer.bus = device_bus
+    waiters = range(1, bus_module.SUBSCRIPTION_WAITERS_MAX + 1)
+    late = Socket(bus_module.SUBSCRIPTION_WAITERS_MAX + 1)
+    try:
+        for device_id in waiters:
+            device_bus.attach(Socket(device_id))
+        device_bus.attach(late)
+        waiting = [asyncio.ensure_future(device_bus.subscription(d, timeout=60)) for d in waiters]
+        await asyncio.wait_for(layer.inside.wait(), 5)
+        # Held at the gate, it would wait for the whole minute.
+        assert await asyncio.wait_for(device_bus.subscription(late.device_id, 60), 5) is False
+        assert not any(w.done() for w in waiting)
+        layer.gate.set()
+        assert await asyncio.wait_for(asyncio.gather(*waiting), 5) == [True] * len(waiters)
+        deadline = time.monotonic() + 5
+        while late.device_id not in device_bus.subscribed:
+            assert time.monotonic() < deadline, "the late device is never subscribed"
+            await asyncio.sleep(0.01)
+        assert [m["type"] for _, m in late.messages] == ["qprint.reconcile"]
+    finally:
+        layer.gate.set()
+        await device_bus.stop()
