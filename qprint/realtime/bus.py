@@ -8,7 +8,8 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   each device that has a socket here. A message on a group reaches the process once and is
   handed to the device's sockets through their own queue (no per-socket Redis subscription). A
   new socket handles its device's frames once that subscription is made
-  (:meth:`DeviceBus.subscription`, bounded), so that its ``state`` reads the row after it;
+  (:meth:`DeviceBus.subscription`: bounded, and not in a connect burst), so that its ``state``
+  reads the row after it;
 - a probe that publishes to its own channel every ``BUS_PROBE_SECONDS`` and waits to receive it:
   the end-to-end outage detector. ``RedisPubSubChannelLayer`` reconnects and resubscribes by
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
