@@ -71,3 +71,5 @@ def test_a_pushed_jobs_spans_and_its_round_trips(tmp_path):
         "reports_answered": (4.1, 2.0),
     }
     assert figures["answered"] == {"span_ms": 4.0, "jobs": 1}
+    # The job is a warm-up flood's when the phase's jobs come after it: none is read.
+    assert wire_timeline.timeline(wire_timeline.packets(str(capture)), PG, jobs=1, skip=1) == {}

@@ -6,10 +6,11 @@ from Debian's package), then read the capture::
     tcpdump -i lo -s 400 -w lo.pcap &
     BENCH_SIZE=quick BENCH_E2E_VARIANTS=pushed BENCH_LABEL=trace \\
         python -m pytest -s tests/bench/bench_e2e.py
-    python -m tests.bench.wire_timeline lo.pcap --pg-port 5439
+    python -m tests.bench.wire_timeline lo.pcap --pg-port 5439 --skip 100
 
-The first ``--jobs`` submissions are the latency phase's (one every 200 ms, so a job's packets do
-not overlap the next one's). For each job, the moments its messages crossed the loopback: the
+The ``--jobs`` submissions after the first ``--skip`` are the latency phase's (one every 200 ms,
+so a job's packets do not overlap the next one's); the benchmark floods ``BENCH_WARM_UP`` (100)
+jobs before it. For each job, the moments its messages crossed the loopback: the
 submission's request and answer, the wakeup's ``PUBLISH``, the assignment frame (found by the
 job's id), the agent's frames and the node's answers; and, between each pair of those moments,
 how long PostgreSQL's round trips took (each query until its answer). The rest of a span is the
@@ -78,7 +79,9 @@ MOMENTS = [
 ]
 
 
-def timeline(packets: list[Packet], pg_port: int, jobs: int) -> dict[str, dict[str, float]]:
+def timeline(
+    packets: list[Packet], pg_port: int, jobs: int, skip: int = 0
+) -> dict[str, dict[str, float]]:
     """Median span and PostgreSQL's part of it for each of :data:`MOMENTS`, and (``answered``)
     from the request to the submission's 201, which goes out beside the chain."""
     first: dict[tuple[int, int], bytes] = {}
@@ -90,7 +93,7 @@ def timeline(packets: list[Packet], pg_port: int, jobs: int) -> dict[str, dict[s
     spans: dict[str, list[float]] = {name: [] for name, _ in MOMENTS}
     database: dict[str, list[float]] = {name: [] for name, _ in MOMENTS}
     answered: list[float] = []
-    for i in posts[:jobs]:
+    for i in posts[skip : skip + jobs]:
         start = packets[i]
         window = [p for p in packets[i : i + 4000] if p.at - start.at < 0.5]
         marks = _marks(window, start, agents)
@@ -168,8 +171,9 @@ def main() -> None:
     parser.add_argument("capture")
     parser.add_argument("--pg-port", type=int, default=5439)
     parser.add_argument("--jobs", type=int, default=100)
+    parser.add_argument("--skip", type=int, default=0, help="submissions before the phase's")
     args = parser.parse_args()
-    figures = timeline(packets(args.capture), args.pg_port, args.jobs)
+    figures = timeline(packets(args.capture), args.pg_port, args.jobs, args.skip)
     total = sum(figures[name]["span_ms"] for name, _ in MOMENTS if name in figures)
     print(f"{'span':<20} {'ms':>7} {'PostgreSQL':>11}  what")
     for name, what in MOMENTS:
