@@ -6,10 +6,12 @@ no longer than the bus can give it."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 from qprint.realtime import bus as bus_module
 from qprint.realtime.bus import DeviceBus
+from tests.waiting import eventually
 
 
 class SlowLayer:
@@ -149,29 +151,34 @@ class GatedSubscriptions:
         await asyncio.sleep(3600)
 
 
+@contextlib.asynccontextmanager
+async def gated_bus(settings):
+    """A bus on :class:`GatedSubscriptions`, its next probe a minute away."""
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    layer = GatedSubscriptions()
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    layer.bus = device_bus
+    try:
+        yield device_bus, layer
+    finally:
+        layer.gate.set()
+        await device_bus.stop()
+
+
 async def test_a_socket_attached_while_others_subscribe_is_subscribed_without_waiting_for_a_probe(
     settings,
 ):
     """Devices connecting one after another: the one that attaches while the bus awaits another's
     subscription is subscribed (and reconciled) by the next pass, not at the next probe: until it
     is, a job's wakeup for it is lost and the job waits."""
-    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
-    layer = GatedSubscriptions()
-    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
-    layer.bus = device_bus
-    try:
+    async with gated_bus(settings) as (device_bus, layer):
         device_bus.attach(Socket(1))
         await asyncio.wait_for(layer.inside.wait(), 5)  # the pass awaits device 1's group_add
         second = Socket(2)
         device_bus.attach(second)
         layer.gate.set()
-        deadline = time.monotonic() + 5
-        while 2 not in device_bus.subscribed:
-            assert time.monotonic() < deadline, "device 2 waits for the next probe"
-            await asyncio.sleep(0.01)
+        await eventually(lambda: 2 in device_bus.subscribed, 5, message="device 2 subscribed")
         assert [m["type"] for _, m in second.messages] == ["qprint.reconcile"]
-    finally:
-        await device_bus.stop()
 
 
 async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bus_can_give_it(
@@ -181,11 +188,7 @@ async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bu
     goes on once the subscription is made (True), at once when the bus is down or when its
     device is subscribed already, and after the bound when the subscription never comes (False:
     its reconcile then reads the row, as without the wait)."""
-    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
-    layer = GatedSubscriptions()
-    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
-    layer.bus = device_bus
-    try:
+    async with gated_bus(settings) as (device_bus, layer):
         device_bus.attach(Socket(1))
         waiting = asyncio.ensure_future(device_bus.subscription(1, timeout=5))
         await asyncio.wait_for(layer.inside.wait(), 5)  # the pass awaits device 1's group_add
@@ -206,9 +209,6 @@ async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bu
         assert await asyncio.wait_for(waiting, 1) is False  # the outage frees it at once
         assert await device_bus.subscription(1, timeout=5) is False  # down: no wait at all
         assert device_bus._awaiting == {}
-    finally:
-        layer.gate.set()
-        await device_bus.stop()
 
 
 async def test_in_a_connect_burst_a_new_socket_goes_on_without_waiting_for_its_subscription(
@@ -217,13 +217,10 @@ async def test_in_a_connect_burst_a_new_socket_goes_on_without_waiting_for_its_s
     """As many devices as ``SUBSCRIPTION_WAITERS_MAX`` already wait for their subscriptions (a
     burst: the subscriptions queue on the layer's connection): the next socket goes on at once,
     and its reconcile reads its row once it is subscribed."""
-    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
-    layer = GatedSubscriptions()  # device 1's subscription, first of the pass, held at the gate
-    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
-    layer.bus = device_bus
     waiters = range(1, bus_module.SUBSCRIPTION_WAITERS_MAX + 1)
     late = Socket(bus_module.SUBSCRIPTION_WAITERS_MAX + 1)
-    try:
+    # Device 1's subscription, the first of the pass, is held at the gate.
+    async with gated_bus(settings) as (device_bus, layer):
         for device_id in waiters:
             device_bus.attach(Socket(device_id))
         device_bus.attach(late)
@@ -234,11 +231,5 @@ async def test_in_a_connect_burst_a_new_socket_goes_on_without_waiting_for_its_s
         assert not any(w.done() for w in waiting)
         layer.gate.set()
         assert await asyncio.wait_for(asyncio.gather(*waiting), 5) == [True] * len(waiters)
-        deadline = time.monotonic() + 5
-        while late.device_id not in device_bus.subscribed:
-            assert time.monotonic() < deadline, "the late device is never subscribed"
-            await asyncio.sleep(0.01)
+        await eventually(lambda: late.device_id in device_bus.subscribed, 5, message="subscribed")
         assert [m["type"] for _, m in late.messages] == ["qprint.reconcile"]
-    finally:
-        layer.gate.set()
-        await device_bus.stop()
