@@ -121,8 +121,9 @@ class DeviceBus:
     async def subscription(
         self, device_id: int, timeout: float = SUBSCRIPTION_WAIT_SECONDS
     ) -> bool:
-        """Wait until the device's group is subscribed here: True once it is, False when the bus
-        is down or ``timeout`` passed first.
+        """Wait until the device's group is subscribed here: True once it is; False at once when
+        no subscription is coming (no layer, the bus down or not running) or in a connect burst
+        (:data:`SUBSCRIPTION_WAITERS_MAX`), and False when ``timeout`` passed first.
 
         A new socket waits for it before it reads the device's row (its ``state``): every wakeup
         published before the subscription is then in that read, and the reconcile that the
