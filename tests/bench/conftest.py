@@ -74,8 +74,10 @@ def bench_result(request):
     path.write_text(json.dumps(record, indent=2, default=str) + "\n")
     load = machine["load_average_1m"]
     others = machine["other_processes_cores"]
+    speed = machine["speed_probe_ms"]
     print(
         f"\n[{name}] machine: load average {load['mean']} (max {load['max']}) on "
         f"{machine['cores']} cores; other processes used {others['mean']} cores on average "
-        f"(max {others['max']}) -> {path.relative_to(REPO_ROOT)}"
+        f"(max {others['max']}); speed probe {speed['start']} ms at the start, {speed['end']} at "
+        f"the end -> {path.relative_to(REPO_ROOT)}"
     )

@@ -34,7 +34,11 @@ def machine(record: dict | None) -> str:
     if not record:
         return ""
     m = record["machine"]
-    return (
+    text = (
         f"load {m['load_average_1m']['mean']} (max {m['load_average_1m']['max']}), "
         f"others {m['other_processes_cores']['mean']} cores"
     )
+    speed = m.get("speed_probe_ms") or {}
+    if "start" in speed and "end" in speed:
+        text += f", probe {speed['start']} / {speed['end']} ms"
+    return text
