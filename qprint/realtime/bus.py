@@ -8,8 +8,11 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   each device that has a socket here. A message on a group reaches the process once and is
   handed to the device's sockets through their own queue (no per-socket Redis subscription). A
   new socket handles its device's frames once that subscription is made
-  (:meth:`DeviceBus.subscription`: bounded, and not in a connect burst), so that its ``state``
-  reads the row after it;
+  (:meth:`DeviceBus.subscription`: bounded), so that its ``state`` reads the row after it;
+- a second instance of the configured layer that the bus publishes on (the ``replaced`` of a new
+  connection): channels-redis's pub/sub layer sends a publish and a subscription on one lock per
+  Redis shard, and a publish holds it for a round trip; on their own instance, a connect burst's
+  ``replaced`` messages do not hold back its subscriptions (:func:`publishing_layer`);
 - a probe that publishes to its own channel every ``BUS_PROBE_SECONDS`` and waits to receive it:
   the end-to-end outage detector. ``RedisPubSubChannelLayer`` reconnects and resubscribes by
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
@@ -38,7 +41,12 @@ import uuid
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from channels.layers import InMemoryChannelLayer, get_channel_layer
+from channels.layers import (
+    DEFAULT_CHANNEL_LAYER,
+    InMemoryChannelLayer,
+    channel_layers,
+    get_channel_layer,
+)
 
 from qprint.core.conf import qprint_settings
 
@@ -62,12 +70,6 @@ RECONCILE_PER_SECOND = 1000
 #: The longest a new socket waits for its device's subscription (:meth:`DeviceBus.subscription`)
 #: before it handles the device's frames anyway.
 SUBSCRIPTION_WAIT_SECONDS = 1.0
-#: A new socket waits for its subscription only while fewer devices than this wait for theirs. In
-#: a connect burst the subscriptions queue on the layer's connection behind the new sockets'
-#: ``replaced`` messages (the layer sends one at a time, each for a round trip to Redis): waiting
-#: for them would hold the burst's connects back, so the sockets of a burst go on at once and the
-#: reconcile reads their rows, as it does for a socket that waited in vain.
-SUBSCRIPTION_WAITERS_MAX = 8
 
 
 def device_group(device_id: int) -> str:
@@ -82,10 +84,29 @@ class Socket(Protocol):
         """Queue ``message`` for the socket (never blocks)."""
 
 
+def publishing_layer(layer: Any) -> Any:
+    """The layer a bus publishes on: for a layer that reaches other processes, a second instance
+    of the configured one (``CHANNEL_LAYERS["default"]``: one more connection to Redis per
+    process); else ``layer`` itself.
+
+    channels-redis's pub/sub layer sends a publish and a subscription under one lock per shard,
+    and a publish holds the lock until Redis answers. On one instance, every new socket's
+    ``replaced`` message would hold back the subscriptions of the sockets after it: 5,000 devices
+    connecting to one node, each waiting for its subscription, connected at 326 to 420 a second
+    instead of 458 to 479 (docs/PERFORMANCE.md, "The eighteenth step" and "The nineteenth
+    step")."""
+    if layer is None or isinstance(layer, InMemoryChannelLayer):
+        return layer
+    return channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
+
+
 class DeviceBus:
-    def __init__(self, loop: asyncio.AbstractEventLoop, layer: Any) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, layer: Any, publishing: Any = None) -> None:
         self.loop = loop
+        #: The layer the bus subscribes, receives and probes on...
         self.layer = layer
+        #: ...and the one it publishes on (:func:`publishing_layer`; ``layer`` when not given).
+        self.publishing = publishing if publishing is not None else layer
         self.sockets: dict[int, set[Socket]] = {}
         self.channel: str | None = None
         self.subscribed: set[int] = set()
@@ -122,8 +143,8 @@ class DeviceBus:
         self, device_id: int, timeout: float = SUBSCRIPTION_WAIT_SECONDS
     ) -> bool:
         """Wait until the device's group is subscribed here: True once it is; False at once when
-        no subscription is coming (no layer, the bus down or not running) or in a connect burst
-        (:data:`SUBSCRIPTION_WAITERS_MAX`), and False when ``timeout`` passed first.
+        no subscription is coming (no layer, the bus down or not running), and False when
+        ``timeout`` passed first.
 
         A new socket waits for it before it reads the device's row (its ``state``): every wakeup
         published before the subscription is then in that read, and the reconcile that the
@@ -134,8 +155,6 @@ class DeviceBus:
             return True
         if self.layer is None or not self.up or not self._tasks:
             return False  # no subscription is coming (no layer, or the bus is not running)
-        if len(self._awaiting) >= SUBSCRIPTION_WAITERS_MAX:
-            return False  # a connect burst
         waiter = self.loop.create_future()
         self._awaiting.setdefault(device_id, []).append(waiter)
         try:
@@ -201,11 +220,12 @@ class DeviceBus:
         # This process's sockets learn it at once, whatever Redis does (a duplicate through the
         # layer is harmless: the messages are idempotent).
         self.dispatch(message)
-        if isinstance(self.layer, InMemoryChannelLayer):
+        if isinstance(self.publishing, InMemoryChannelLayer):
             return True  # one process: the in-memory layer is bound to one loop anyway
         try:
             await asyncio.wait_for(
-                self.layer.group_send(device_group(device_id), message), LAYER_TIMEOUT_SECONDS
+                self.publishing.group_send(device_group(device_id), message),
+                LAYER_TIMEOUT_SECONDS,
             )
             return True
         except Exception as exc:
@@ -435,7 +455,8 @@ def current() -> DeviceBus:
     if bus is None:
         for old in [lp for lp in _buses if lp.is_closed()]:
             del _buses[old]
-        bus = _buses[loop] = DeviceBus(loop, get_channel_layer())
+        layer = get_channel_layer()
+        bus = _buses[loop] = DeviceBus(loop, layer, publishing_layer(layer))
     return bus
 
 

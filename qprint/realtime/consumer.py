@@ -211,9 +211,9 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             "connection_id": str(self.connection_id),
         }
         self._publishing = asyncio.ensure_future(self._bus.publish(self.device_id, replaced))
-        # The device's frames wait for its group's subscription (bounded; not in a connect
-        # burst): its `state` then reads the row after any wakeup the subscription could have
-        # missed, and the subscription's reconcile has nothing left to read.
+        # The device's frames wait for its group's subscription (bounded): its `state` then reads
+        # the row after any wakeup the subscription could have missed, and the subscription's
+        # reconcile has nothing left to read.
         await self._bus.subscription(self.device_id)
 
     async def _refuse(self, status: int, code: str, text: str) -> None:

@@ -1,7 +1,7 @@
 """The bus under a connect burst: a slow publish or a probe late because the process's own loop
 is busy is not an outage, the reconcile after a real outage is paced, a socket attached while
-the bus is subscribing others is subscribed at once, and a new socket waits for its subscription
-no longer than the bus can give it."""
+the bus is subscribing others is subscribed at once, a new socket waits for its subscription
+no longer than the bus can give it, and a subscription does not wait behind a publish."""
 
 from __future__ import annotations
 
@@ -9,8 +9,13 @@ import asyncio
 import contextlib
 import time
 
+import pytest
+import redis
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
 from qprint.realtime import bus as bus_module
 from qprint.realtime.bus import DeviceBus
+from tests.processes import RedisServer
 from tests.waiting import eventually
 
 
@@ -211,25 +216,79 @@ async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bu
         assert device_bus._awaiting == {}
 
 
-async def test_in_a_connect_burst_a_new_socket_goes_on_without_waiting_for_its_subscription(
-    settings,
-):
-    """As many devices as ``SUBSCRIPTION_WAITERS_MAX`` already wait for their subscriptions (a
-    burst: the subscriptions queue on the layer's connection): the next socket goes on at once,
-    and its reconcile reads its row once it is subscribed."""
-    waiters = range(1, bus_module.SUBSCRIPTION_WAITERS_MAX + 1)
-    late = Socket(bus_module.SUBSCRIPTION_WAITERS_MAX + 1)
+async def test_in_a_connect_burst_every_new_socket_waits_for_its_subscription(settings):
+    """Fifty devices connecting at once (a dead node's devices arriving) each wait for their own
+    subscription, however many wait already, and each goes on once it is made: their ``state``
+    reads the row after it, and the subscription's reconcile reads nothing."""
+    devices = range(1, 51)
     # Device 1's subscription, the first of the pass, is held at the gate.
     async with gated_bus(settings) as (device_bus, layer):
-        for device_id in waiters:
+        for device_id in devices:
             device_bus.attach(Socket(device_id))
-        device_bus.attach(late)
-        waiting = [asyncio.ensure_future(device_bus.subscription(d, timeout=60)) for d in waiters]
+        waiting = [asyncio.ensure_future(device_bus.subscription(d, timeout=60)) for d in devices]
         await asyncio.wait_for(layer.inside.wait(), 5)
-        # Held at the gate, it would wait for the whole minute.
-        assert await asyncio.wait_for(device_bus.subscription(late.device_id, 60), 5) is False
+        await asyncio.sleep(0)  # each waiter has run up to its wait
         assert not any(w.done() for w in waiting)
         layer.gate.set()
-        assert await asyncio.wait_for(asyncio.gather(*waiting), 5) == [True] * len(waiters)
-        await eventually(lambda: late.device_id in device_bus.subscribed, 5, message="subscribed")
-        assert [m["type"] for _, m in late.messages] == ["qprint.reconcile"]
+        assert await asyncio.wait_for(asyncio.gather(*waiting), 5) == [True] * len(devices)
+        assert device_bus._awaiting == {}
+
+
+@pytest.mark.services
+async def test_a_subscription_does_not_wait_behind_a_publish(settings):
+    """The bus publishes a new socket's ``replaced`` on a layer instance of its own: while Redis
+    holds a publish (its writes paused), the next device's group is subscribed all the same, and
+    the socket waiting for it goes on. On one instance the subscription would wait for the
+    publish (channels-redis sends both under one lock per shard): in a connect burst, behind
+    every new socket's ``replaced``."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    server = await asyncio.to_thread(RedisServer().start)  # its own: the test pauses its writes
+    client = redis.Redis.from_url(server.url)
+    layer = RedisPubSubChannelLayer(hosts=[{"address": server.url}])
+    publishing = RedisPubSubChannelLayer(hosts=[{"address": server.url}])
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer, publishing)
+    replaced = {"type": "qprint.replaced", "device_id": 1, "connection_id": "c"}
+
+    def publish_held() -> bool:
+        return any(c["cmd"] == "publish" and "b" in c["flags"] for c in client.client_list())
+
+    try:
+        device_bus.attach(Socket(1))
+        assert await device_bus.subscription(1, timeout=5) is True
+        assert await device_bus.publish(1, replaced) is True  # its connection is open
+        client.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
+        sending = asyncio.ensure_future(device_bus.publish(1, replaced))
+        await eventually(publish_held, 5, message="the publish held by Redis")
+        device_bus.attach(Socket(2))
+        assert await device_bus.subscription(2, timeout=5) is True
+        assert not sending.done()
+        client.execute_command("CLIENT", "UNPAUSE")
+        assert await sending is True
+    finally:
+        client.execute_command("CLIENT", "UNPAUSE")
+        await device_bus.stop()
+        await layer.flush()
+        await publishing.flush()
+        client.close()
+        await asyncio.to_thread(server.stop)
+
+
+def test_a_layer_that_reaches_other_processes_is_published_on_through_an_instance_of_its_own(
+    settings,
+):
+    """A node's bus publishes on a second instance of the configured layer (its own connection
+    to Redis); the in-memory layer, bound to one process, is its own publisher."""
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0"}]},
+        }
+    }
+    layer = get_channel_layer()
+    publishing = bus_module.publishing_layer(layer)
+    assert type(publishing) is type(layer) and publishing is not layer
+    in_memory = InMemoryChannelLayer()
+    assert bus_module.publishing_layer(in_memory) is in_memory
+    assert bus_module.publishing_layer(None) is None
