@@ -218,8 +218,9 @@ async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bu
 
 async def test_in_a_connect_burst_every_new_socket_waits_for_its_subscription(settings):
     """Fifty devices connecting at once (a dead node's devices arriving) each wait for their own
-    subscription, however many wait already, and each goes on once it is made: their ``state``
-    reads the row after it, and the subscription's reconcile reads nothing."""
+    subscription, however many wait already, and each goes on once it is made (its ``state`` then
+    reads the row after it, as test_consumer.py's
+    ``test_a_state_sent_before_the_subscription_is_the_only_read_of_the_row`` shows)."""
     devices = range(1, 51)
     # Device 1's subscription, the first of the pass, is held at the gate.
     async with gated_bus(settings) as (device_bus, layer):
