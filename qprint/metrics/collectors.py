@@ -103,7 +103,8 @@ class ProcessCollector(Collector):
         )
         counter(
             "qprint_wakeups_delivered_locally",
-            "Wakeups handed to this process's sockets without a layer (in-memory layer).",
+            "Wakeups handed to this process's own sockets at once: without a layer (in-memory "
+            "layer), or ahead of their copy through it.",
             [({}, wake.delivered_locally)],
         )
         counter(

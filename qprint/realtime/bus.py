@@ -13,6 +13,10 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   connection): channels-redis's pub/sub layer sends a publish and a subscription on one lock per
   Redis shard, and a publish holds it for a round trip; on their own instance, a connect burst's
   ``replaced`` messages do not hold back its subscriptions (:func:`publishing_layer`);
+- the wakeups this process publishes for a device with a socket here, handed to that socket at
+  once (:func:`deliver_ahead`) while they also go out through the layer (a newer socket of the
+  device may be on another node); their copy through the layer, when it comes back here, is
+  dropped (:meth:`DeviceBus.from_layer`), so the socket reads its row once per wakeup;
 - a probe that publishes to its own channel every ``BUS_PROBE_SECONDS`` and waits to receive it:
   the end-to-end outage detector. ``RedisPubSubChannelLayer`` reconnects and resubscribes by
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
@@ -36,8 +40,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, Protocol
 
@@ -70,6 +76,12 @@ RECONCILE_PER_SECOND = 1000
 #: The longest a new socket waits for its device's subscription (:meth:`DeviceBus.subscription`)
 #: before it handles the device's frames anyway.
 SUBSCRIPTION_WAIT_SECONDS = 1.0
+#: How long a wakeup handed ahead to this process's sockets (:func:`deliver_ahead`) waits for its
+#: copy through the layer to be dropped, and how many wait at most: a copy that never comes (Redis
+#: down) is forgotten, and a copy that comes later still is handled again (a duplicate wakeup is
+#: harmless: the socket reads its row).
+AHEAD_SECONDS = 10.0
+AHEAD_MAX = 10_000
 
 
 def device_group(device_id: int) -> str:
@@ -130,6 +142,12 @@ class DeviceBus:
         self._reconciling: asyncio.Task | None = None
         #: Sockets waiting for their device's subscription (:meth:`subscription`), by device.
         self._awaiting: dict[int, list[asyncio.Future]] = {}
+        #: Wakeups handed ahead (:meth:`deliver_ahead`) by ``(device_id, sent_at)``, with when;
+        #: written from the publishing threads, read on the loop.
+        self._ahead: OrderedDict[tuple[Any, Any], float] = OrderedDict()
+        self._ahead_lock = threading.Lock()
+        #: Copies through the layer of wakeups handed ahead, dropped.
+        self.copies_dropped = 0
 
     # -- registry ---------------------------------------------------------------------------
 
@@ -203,6 +221,41 @@ class DeviceBus:
         for socket in list(self.sockets.get(device_id, ())):
             socket.deliver(message)
 
+    def deliver_ahead(self, message: dict[str, Any]) -> bool:
+        """From any thread: hand a wakeup that this process publishes through the layer to its
+        device's sockets here now, and remember it so that its copy through the layer is dropped
+        (:meth:`from_layer`); False when no socket of the device is here (nothing done)."""
+        device_id = message.get("device_id")
+        if device_id not in self.sockets:  # a dict lookup: safe from another thread
+            return False
+        key, now = (device_id, message.get("sent_at")), time.monotonic()
+        with self._ahead_lock:
+            self._ahead[key] = now
+            while (
+                len(self._ahead) > AHEAD_MAX
+                or next(iter(self._ahead.values())) < now - AHEAD_SECONDS
+            ):
+                self._ahead.popitem(last=False)
+        try:
+            self.loop.call_soon_threadsafe(self.dispatch, message)
+        except RuntimeError:  # the loop closed meanwhile
+            with self._ahead_lock:
+                self._ahead.pop(key, None)
+            return False
+        return True
+
+    def from_layer(self, message: dict[str, Any]) -> None:
+        """Hand a message received through the layer to its device's sockets, unless it is the
+        copy of a wakeup handed ahead here (:meth:`deliver_ahead`)."""
+        if message.get("type") == "qprint.wake":
+            key = (message.get("device_id"), message.get("sent_at"))
+            with self._ahead_lock:
+                ahead = self._ahead.pop(key, None)
+            if ahead is not None:
+                self.copies_dropped += 1
+                return
+        self.dispatch(message)
+
     def deliver_to_all(self, message: dict[str, Any], sockets: Iterable[Socket] | None = None):
         for socket in list(sockets if sockets is not None else self.all_sockets()):
             socket.deliver(message)
@@ -275,7 +328,7 @@ class DeviceBus:
                 self._set_down(f"receive: {exc!r}")
                 await asyncio.sleep(0.5)
                 continue
-            self.dispatch(message)
+            self.from_layer(message)
 
     async def _maintain_loop(self) -> None:
         interval = float(qprint_settings.BUS_PROBE_SECONDS)
@@ -474,6 +527,14 @@ def deliver_locally(message: dict[str, Any]) -> int:
         except RuntimeError:  # the loop closed meanwhile
             continue
     return delivered
+
+
+def deliver_ahead(message: dict[str, Any]) -> bool:
+    """Hand a wakeup that this process publishes through the layer to its device's sockets in
+    this process now (thread-safe), ahead of its copy through the layer, which is then dropped
+    here: a device whose socket is on the submitting node is woken without the round trip through
+    Redis. True when a socket of the device is here."""
+    return any([bus.deliver_ahead(message) for bus in all_buses()])
 
 
 def open_sockets() -> int:

@@ -7,7 +7,12 @@ wakeup for ``qprint.device.<pk>`` on the process's bounded publisher queue
 ``group_send``. A full queue or a layer error drops the wakeup, counts it (``/metrics``) and logs
 it: the device's next heartbeat finds what the wakeup would have said (docs/REALTIME.md).
 
-With the in-memory layer (one node) the wakeup is handed straight to this process's sockets.
+With the in-memory layer (one node) the wakeup is handed straight to this process's sockets. With
+a cross-process layer, a socket of the device in this process is handed it at once as well, ahead
+of its copy through the layer, which the socket's bus drops
+(:func:`qprint.realtime.bus.deliver_ahead`): a device connected to the node that took its job is
+woken without a round trip through Redis.
+
 Messages carry the tenant, the device id and the time they were published (for the wake
 latency); the socket reads the row.
 """
@@ -49,6 +54,10 @@ class ChannelLayerPublisher:
             bus.deliver_locally(message)
             self.counters.add("delivered_locally")
             return
+        # A socket of the device in this process is woken now; the layer's copy reaches the
+        # others (a newer socket of the device on another node) and is dropped here.
+        if bus.deliver_ahead(message):
+            self.counters.add("delivered_locally")
 
         def dropped(cause: str, error: BaseException | None) -> None:
             if cause == "queue_full":

@@ -293,3 +293,85 @@ def test_a_layer_that_reaches_other_processes_is_published_on_through_an_instanc
     in_memory = InMemoryChannelLayer()
     assert bus_module.publishing_layer(in_memory) is in_memory
     assert bus_module.publishing_layer(None) is None
+
+
+def wake(device_id: int, sent_at: float) -> dict:
+    return {"type": "qprint.wake", "tenant": "acme", "device_id": device_id, "sent_at": sent_at}
+
+
+def wakes(socket: Socket) -> list[dict]:
+    return [m for _, m in socket.messages if m["type"] == "qprint.wake"]
+
+
+async def test_the_copy_of_a_wakeup_handed_ahead_is_dropped_and_no_other_message(monkeypatch):
+    """A wakeup this process handed to its own socket ahead of the layer: its copy through the
+    layer is dropped once; another process's wakeup of the same device is delivered; and the
+    wakeups handed ahead are remembered up to ``AHEAD_MAX`` (a copy of a forgotten one is only a
+    duplicate: the socket reads its row again)."""
+    monkeypatch.setattr(bus_module, "AHEAD_MAX", 3)
+    device_bus = DeviceBus(asyncio.get_running_loop(), None)
+    socket = Socket(1)
+    device_bus.attach(socket)
+    assert device_bus.deliver_ahead(wake(1, 1.0)) is True
+    assert device_bus.deliver_ahead(wake(2, 1.0)) is False  # no socket of device 2 here
+    await eventually(lambda: len(wakes(socket)) == 1, 5, message="handed ahead")
+    device_bus.from_layer(wake(1, 1.0))  # its copy
+    device_bus.from_layer(wake(1, 2.0))  # another process's
+    device_bus.from_layer(wake(1, 1.0))  # a second copy: delivered (a duplicate is harmless)
+    assert [w["sent_at"] for w in wakes(socket)] == [1.0, 2.0, 1.0]
+    assert device_bus.copies_dropped == 1
+
+    for sent_at in (3.0, 4.0, 5.0, 6.0):
+        device_bus.deliver_ahead(wake(1, sent_at))
+    await eventually(lambda: len(wakes(socket)) == 7, 5, message="four more handed ahead")
+    device_bus.from_layer(wake(1, 3.0))  # forgotten: the fourth after it made room
+    device_bus.from_layer(wake(1, 6.0))
+    assert [w["sent_at"] for w in wakes(socket)][7:] == [3.0]
+    assert device_bus.copies_dropped == 2
+    device_bus.from_layer({"type": "qprint.replaced", "device_id": 1, "sent_at": 4.0})
+    assert socket.messages[-1][1]["type"] == "qprint.replaced"  # only wakeups are dropped
+
+
+@pytest.mark.services
+async def test_a_wakeup_for_a_socket_on_the_publishing_node_skips_the_round_trip_through_redis(
+    settings,
+):
+    """A job accepted on the node that holds its device's socket: the socket is woken at once,
+    with Redis's writes paused (the copy through Redis is still sent, for a newer socket of the
+    device on another node), and the copy that comes back once Redis takes writes again is
+    dropped: one wakeup, one read of the row."""
+    from qprint.core.publisher import GroupPublisher
+    from qprint.realtime.publisher import ChannelLayerPublisher
+
+    server = await asyncio.to_thread(RedisServer().start)  # its own: the test pauses its writes
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": server.url}]},
+        }
+    }
+    client = redis.Redis.from_url(server.url)
+    device_bus = bus_module.current()
+    publisher = ChannelLayerPublisher(GroupPublisher(16))
+    socket = Socket(7)
+    try:
+        device_bus.attach(socket)
+        assert await device_bus.subscription(7, timeout=5) is True
+        client.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
+        await asyncio.to_thread(publisher.publish, "acme", 7, "job_queued")  # after a commit
+        await eventually(lambda: len(wakes(socket)) == 1, 5, message="woken without Redis")
+        assert publisher.counters.published == 0  # its copy is held by Redis meanwhile
+        client.execute_command("CLIENT", "UNPAUSE")
+        await eventually(lambda: device_bus.copies_dropped == 1, 5, message="copy dropped")
+        assert publisher.counters.published == 1
+        assert publisher.counters.delivered_locally == 1
+        assert len(wakes(socket)) == 1
+    finally:
+        client.execute_command("CLIENT", "UNPAUSE")
+        await device_bus.stop()
+        await device_bus.layer.flush()
+        await device_bus.publishing.flush()
+        bus_module._buses.pop(asyncio.get_running_loop(), None)
+        client.close()
+        await asyncio.to_thread(server.stop)
