@@ -235,6 +235,40 @@ async def test_in_a_connect_burst_every_new_socket_waits_for_its_subscription(se
         assert device_bus._awaiting == {}
 
 
+class PausableRedis:
+    """A redis-server of the test's own, whose writes the test pauses (``CLIENT PAUSE WRITE``:
+    a ``PUBLISH`` waits, a ``SUBSCRIBE`` does not)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.client = redis.Redis.from_url(url)
+
+    def pause_writes(self) -> None:
+        self.client.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
+
+    def take_writes(self) -> None:
+        self.client.execute_command("CLIENT", "UNPAUSE")
+
+
+@contextlib.asynccontextmanager
+async def pausable_redis():
+    server = await asyncio.to_thread(RedisServer().start)
+    paused = PausableRedis(server.url)
+    try:
+        yield paused
+    finally:
+        paused.client.close()
+        await asyncio.to_thread(server.stop)
+
+
+async def stop_bus(device_bus: DeviceBus, paused: PausableRedis) -> None:
+    """Redis takes writes again, the bus stops and its layers close their connections."""
+    paused.take_writes()
+    await device_bus.stop()
+    await device_bus.layer.flush()
+    await device_bus.publishing.flush()
+
+
 @pytest.mark.services
 async def test_a_subscription_does_not_wait_behind_a_publish(settings):
     """The bus publishes a new socket's ``replaced`` on a layer instance of its own: while Redis
@@ -245,35 +279,31 @@ async def test_a_subscription_does_not_wait_behind_a_publish(settings):
     from channels_redis.pubsub import RedisPubSubChannelLayer
 
     settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
-    server = await asyncio.to_thread(RedisServer().start)  # its own: the test pauses its writes
-    client = redis.Redis.from_url(server.url)
-    layer = RedisPubSubChannelLayer(hosts=[{"address": server.url}])
-    publishing = RedisPubSubChannelLayer(hosts=[{"address": server.url}])
-    device_bus = DeviceBus(asyncio.get_running_loop(), layer, publishing)
     replaced = {"type": "qprint.replaced", "device_id": 1, "connection_id": "c"}
+    async with pausable_redis() as paused:
+        layer = RedisPubSubChannelLayer(hosts=[{"address": paused.url}])
+        publishing = RedisPubSubChannelLayer(hosts=[{"address": paused.url}])
+        device_bus = DeviceBus(asyncio.get_running_loop(), layer, publishing)
 
-    def publish_held() -> bool:
-        return any(c["cmd"] == "publish" and "b" in c["flags"] for c in client.client_list())
+        def publish_held() -> bool:
+            return any(
+                c["cmd"] == "publish" and "b" in c["flags"] for c in paused.client.client_list()
+            )
 
-    try:
-        device_bus.attach(Socket(1))
-        assert await device_bus.subscription(1, timeout=5) is True
-        assert await device_bus.publish(1, replaced) is True  # its connection is open
-        client.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
-        sending = asyncio.ensure_future(device_bus.publish(1, replaced))
-        await eventually(publish_held, 5, message="the publish held by Redis")
-        device_bus.attach(Socket(2))
-        assert await device_bus.subscription(2, timeout=5) is True
-        assert not sending.done()
-        client.execute_command("CLIENT", "UNPAUSE")
-        assert await sending is True
-    finally:
-        client.execute_command("CLIENT", "UNPAUSE")
-        await device_bus.stop()
-        await layer.flush()
-        await publishing.flush()
-        client.close()
-        await asyncio.to_thread(server.stop)
+        try:
+            device_bus.attach(Socket(1))
+            assert await device_bus.subscription(1, timeout=5) is True
+            assert await device_bus.publish(1, replaced) is True  # its connection is open
+            paused.pause_writes()
+            sending = asyncio.ensure_future(device_bus.publish(1, replaced))
+            await eventually(publish_held, 5, message="the publish held by Redis")
+            device_bus.attach(Socket(2))
+            assert await device_bus.subscription(2, timeout=5) is True
+            assert not sending.done()
+            paused.take_writes()
+            assert await sending is True
+        finally:
+            await stop_bus(device_bus, paused)
 
 
 def test_a_layer_that_reaches_other_processes_is_published_on_through_an_instance_of_its_own(
@@ -343,35 +373,29 @@ async def test_a_wakeup_for_a_socket_on_the_publishing_node_skips_the_round_trip
     from qprint.core.publisher import GroupPublisher
     from qprint.realtime.publisher import ChannelLayerPublisher
 
-    server = await asyncio.to_thread(RedisServer().start)  # its own: the test pauses its writes
     settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": server.url}]},
+    async with pausable_redis() as paused:
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [{"address": paused.url}]},
+            }
         }
-    }
-    client = redis.Redis.from_url(server.url)
-    device_bus = bus_module.current()
-    publisher = ChannelLayerPublisher(GroupPublisher(16))
-    socket = Socket(7)
-    try:
-        device_bus.attach(socket)
-        assert await device_bus.subscription(7, timeout=5) is True
-        client.execute_command("CLIENT", "PAUSE", "10000", "WRITE")
-        await asyncio.to_thread(publisher.publish, "acme", 7, "job_queued")  # after a commit
-        await eventually(lambda: len(wakes(socket)) == 1, 5, message="woken without Redis")
-        assert publisher.counters.published == 0  # its copy is held by Redis meanwhile
-        client.execute_command("CLIENT", "UNPAUSE")
-        await eventually(lambda: device_bus.copies_dropped == 1, 5, message="copy dropped")
-        assert publisher.counters.published == 1
-        assert publisher.counters.delivered_locally == 1
-        assert len(wakes(socket)) == 1
-    finally:
-        client.execute_command("CLIENT", "UNPAUSE")
-        await device_bus.stop()
-        await device_bus.layer.flush()
-        await device_bus.publishing.flush()
-        bus_module._buses.pop(asyncio.get_running_loop(), None)
-        client.close()
-        await asyncio.to_thread(server.stop)
+        device_bus = bus_module.current()
+        publisher = ChannelLayerPublisher(GroupPublisher(16))
+        socket = Socket(7)
+        try:
+            device_bus.attach(socket)
+            assert await device_bus.subscription(7, timeout=5) is True
+            paused.pause_writes()
+            await asyncio.to_thread(publisher.publish, "acme", 7, "job_queued")  # after a commit
+            await eventually(lambda: len(wakes(socket)) == 1, 5, message="woken without Redis")
+            assert publisher.counters.published == 0  # its copy is held by Redis meanwhile
+            paused.take_writes()
+            await eventually(lambda: device_bus.copies_dropped == 1, 5, message="copy dropped")
+            assert publisher.counters.published == 1
+            assert publisher.counters.delivered_locally == 1
+            assert len(wakes(socket)) == 1
+        finally:
+            await stop_bus(device_bus, paused)
+            bus_module._buses.pop(asyncio.get_running_loop(), None)
