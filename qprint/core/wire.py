@@ -32,6 +32,11 @@ REFUSED = "refused"
 EVENT_RECORDED = "event_recorded"
 COMMAND_RECORDED = "command_recorded"
 ANSWER_TYPES = frozenset({ASSIGNMENT, NOTHING, REFUSED, EVENT_RECORDED, COMMAND_RECORDED})
+#: A claim's answer says whether another job of the device waited behind the one it hands out: in
+#: the ``assignment`` frame answering a ``claim`` (true or false), and as this header of the HTTP
+#: claim's 200 (``true`` or ``false``). Absent: not said.
+MORE_QUEUED = "more_queued"
+MORE_QUEUED_HEADER = "Qprint-More-Queued"
 
 # -- frames: device -> server ----------------------------------------------------------------------
 STATE = "state"

@@ -127,9 +127,13 @@ class Assignment:
     #: The document's bytes, read by the claim's own statement when asked to
     #: (``inline_max``; None: gone, or larger); :data:`NOT_READ` otherwise.
     document: Any = NOT_READ
+    #: Whether another job of the device waited to be claimed when the claim read its queue; a
+    #: device that is told False need not claim again after this job (a job submitted after that
+    #: read wakes it). None: not read (a pushed claim's: the socket claims the next job itself).
+    more_queued: bool | None = None
 
     @classmethod
-    def of(cls, job: PrintJob) -> "Assignment":
+    def of(cls, job: PrintJob, more_queued: bool | None = None) -> "Assignment":
         return cls(
             job_id=job.pk,
             claim_id=job.claim_id,
@@ -141,6 +145,7 @@ class Assignment:
             options=job.options,
             priority=job.priority,
             created_at=job.created_at,
+            more_queued=more_queued,
         )
 
 
@@ -293,7 +298,7 @@ def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignme
     gate.check(device)
     if connection.vendor == "postgresql":
         return _claim_in_one_statement(device, node, inline_max)
-    return _claim_step_by_step(device, node)
+    return _claim_step_by_step(device, node, more=inline_max is None)
 
 
 def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
@@ -305,13 +310,13 @@ def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
     logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device, claim_id, node)
 
 
-def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
+def _claim_step_by_step(device: Device, node: str, more: bool) -> Assignment | None:
     """Steps 2 and 3 as separate statements (SQLite)."""
     device_id = device.pk
     held = PrintJob.objects.filter(device_id=device_id).held().only(*_ASSIGNMENT_FIELDS).first()
     if held is not None:
         logger.debug("claim_replayed job=%s device=%s claim=%s", held.pk, device_id, held.claim_id)
-        return Assignment.of(held)
+        return Assignment.of(held, _more_queued(device_id, held.pk) if more else None)
 
     for _attempt in range(_MAX_CANDIDATES):
         candidate = (
@@ -338,8 +343,13 @@ def _claim_step_by_step(device: Device, node: str) -> Assignment | None:
             )
             waited = candidate.waited_until is not None and candidate.waited_until > timezone.now()
             _claimed(candidate.pk, device, claim_id, node, waited)
-            return Assignment.of(candidate)
+            return Assignment.of(candidate, _more_queued(device_id, candidate.pk) if more else None)
     return None
+
+
+def _more_queued(device_id: int, job_id) -> bool:
+    """:attr:`Assignment.more_queued` of the claim's statements (SQLite)."""
+    return PrintJob.objects.filter(device_id=device_id).claimable().exclude(pk=job_id).exists()
 
 
 _COLUMNS = "id, claim_id, printer, title, content_type, size, sha256, options, priority, created_at"
@@ -365,18 +375,24 @@ _HANDOUT_CTES = f"""held AS (
     RETURNING job_id
 )"""
 #: The claim's row from those CTEs (what :func:`_assignment_of_row` reads): the held job unless
-#: it is ``{pushed}``, or the job this claim moved.
-_HANDED_OUT = f"""SELECT 'held' AS got, {_COLUMNS}, false AS waited, {{document:held}} AS document
+#: it is ``{pushed}``, or the job this claim moved; each with whether another job of the device
+#: waits behind it (the statement's snapshot still sees the job it moved as QUEUED).
+_HANDED_OUT = f"""SELECT 'held' AS got, {_COLUMNS}, false AS waited, {{document:held}} AS document,
+        {{more:held}} AS more_queued
     FROM held WHERE held.id IS DISTINCT FROM {{pushed}}
     UNION ALL
-    SELECT 'claimed', {_COLUMNS}, waited, {{document:claimed}} FROM claimed
+    SELECT 'claimed', {_COLUMNS}, waited, {{document:claimed}}, {{more:claimed}} FROM claimed
     WHERE EXISTS (SELECT 1 FROM recorded)"""
 
 
-def _handout(device: str, candidate: str, pushed: str, document: bool) -> tuple[str, str]:
+def _handout(
+    device: str, candidate: str, pushed: str, document: bool, *, for_push: bool
+) -> tuple[str, str]:
     """:data:`_HANDOUT_CTES` and :data:`_HANDED_OUT` for these SQL expressions, the shared
     predicates in place, ``{event}`` left to fill. ``document``: the claim's row carries the
-    document's bytes when it has at most ``%(inline_max)s`` bytes (else NULL)."""
+    document's bytes when it has at most ``%(inline_max)s`` bytes (else NULL). ``for_push``: a
+    pushed claim's row says NULL of whether another job waits (the socket claims the next job
+    itself)."""
     ctes = (
         _HANDOUT_CTES.replace("{device}", device)
         .replace("{candidate}", candidate)
@@ -387,6 +403,8 @@ def _handout(device: str, candidate: str, pushed: str, document: bool) -> tuple[
         _HANDED_OUT.replace("{pushed}", pushed)
         .replace("{document:held}", _document_column("held", document))
         .replace("{document:claimed}", _document_column("claimed", document))
+        .replace("{more:held}", _more_column(device, "held", for_push))
+        .replace("{more:claimed}", _more_column(device, "claimed", for_push))
     )
     return ctes, handed_out
 
@@ -399,6 +417,14 @@ def _document_column(rows: str, document: bool) -> str:
     if select is None:
         return "NULL::bytea"
     return f"CASE WHEN {rows}.size <= %(inline_max)s THEN {select} END"
+
+
+def _more_column(device: str, rows: str, pushed: bool) -> str:
+    """The claim row's ``more_queued``: another claimable job of the device than the one of
+    ``rows``, unless the claim is ``pushed`` (NULL)."""
+    if pushed:
+        return "NULL::boolean"
+    return raw.other_claimable_job_exists(device, f"{rows}.id")
 
 
 def _assignment_of_row(row, document_read: bool) -> Assignment:
@@ -418,6 +444,7 @@ def _assignment_of_row(row, document_read: bool) -> Assignment:
         priority=priority,
         created_at=created,
         document=bytes(document) if isinstance(document, memoryview) else document,
+        more_queued=None if row[13] is None else bool(row[13]),
     )
 
 
@@ -440,7 +467,10 @@ def _handed_out(row, document_read: bool, device: Device, claim_id, node: str) -
 def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL); with ``inline_max``, the
     document read in it too (where the database keeps it)."""
-    ctes, handed_out = _handout("%(device)s", "%(candidate)s", "NULL::uuid", inline_max is not None)
+    pushed = inline_max is not None
+    ctes, handed_out = _handout(
+        "%(device)s", "%(candidate)s", "NULL::uuid", pushed, for_push=pushed
+    )
     template = f"WITH {ctes}\n{handed_out}"
     document_read = "%(inline_max)s" in template
     candidate = device.next_job_id
@@ -506,16 +536,22 @@ _AT_ONCE_GO = """go AS (
                AND NOT gate.command_pending))
 )"""
 #: The columns ``got`` adds to the lock's: what :func:`_assignment_of_row` reads.
-_GOT_COLUMNS = 13
+_GOT_COLUMNS = 14
 
 
 @functools.cache
-def _at_once_sql(lock_sql: str, event_sql: str, document: bool) -> tuple[str, list[str]]:
+def _at_once_sql(
+    lock_sql: str, event_sql: str, document: bool, for_push: bool
+) -> tuple[str, list[str]]:
     """The statement around the lock's compiled SELECT (positional placeholders, as the tail's
     become) and the names of the tail's values in order. ``document``: the claim reads the
-    document's bytes (where the database keeps them)."""
+    document's bytes (where the database keeps them); ``for_push``: a pushed claim's."""
     ctes, handed_out = _handout(
-        "(SELECT id FROM go)", "(SELECT next_job_id FROM go)", "%(told_pushed)s::uuid", document
+        "(SELECT id FROM go)",
+        "(SELECT next_job_id FROM go)",
+        "%(told_pushed)s::uuid",
+        document,
+        for_push=for_push,
     )
     go = _AT_ONCE_GO.replace("{gate_open}", gate.open_sql("gate"))
     tail = (
@@ -563,7 +599,7 @@ def _at_once(
     )
     document = inline_max is not None and storage.in_database()
     lock_sql, params = lock.statement(**lock_values)
-    sql, names = _at_once_sql(lock_sql, event_sql, document)
+    sql, names = _at_once_sql(lock_sql, event_sql, document, inline_max is not None)
     values = {
         "token_hash": token_hash,
         "told": told is not None,

@@ -43,7 +43,9 @@ UNAVAILABLE = (503, "unavailable", "The database could not answer; retry shortly
 @dataclass(frozen=True)
 class Answer:
     """``queued``: for an event a pushing socket recorded, whether its device has a job to claim
-    (:attr:`qprint.domain.events.EventOutcome.queued`; None: not known). Not part of the body."""
+    (:attr:`qprint.domain.events.EventOutcome.queued`); for a claim's 200, whether another job
+    waited behind the one handed out (:attr:`qprint.domain.claim.Assignment.more_queued`). None:
+    not known. Not part of the body."""
 
     status: int
     body: dict[str, Any] | None
@@ -86,7 +88,7 @@ def claim(
     assignment = claim_next_job(device, token_hash=token_hash)
     if assignment is None:
         return Answer(204, None)
-    return Answer(200, _assignment_body(assignment, document_url))
+    return Answer(200, _assignment_body(assignment, document_url), assignment.more_queued)
 
 
 def _assignment_body(assignment, document_url: Callable[[Any], str]) -> dict[str, Any]:

@@ -3,8 +3,8 @@
 The connection record (:mod:`qprint.domain.connection`), command delivery
 (:mod:`qprint.domain.commands`) and the claim write with raw statements; the predicates they
 need are copied here once, next to the table names, and ``tests/qprint/models/test_predicates.py``
-pins each copy to agree with its queryset: :func:`live_connection`, :func:`claimable_job` and
-:func:`claimable_job_exists`.
+pins each copy to agree with its queryset: :func:`live_connection`, :func:`claimable_job`,
+:func:`claimable_job_exists` and :func:`other_claimable_job_exists`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,13 @@ def claimable_job_exists(device: str) -> str:
     """``PrintJobQuerySet.claimable()`` of the device ``device``, as an EXISTS."""
     return f"""EXISTS (SELECT 1 FROM {tables()["job"]} j
                 WHERE j.device_id = {device}.id AND {claimable_job("j")})"""
+
+
+def other_claimable_job_exists(device_id: str, job_id: str) -> str:
+    """``PrintJob.objects.claimable()`` of the device other than the job (their ids as SQL
+    expressions), as an EXISTS: whether another job waits behind the one a claim handed out."""
+    return f"""EXISTS (SELECT 1 FROM {tables()["job"]} j
+                WHERE j.device_id = {device_id} AND {claimable_job("j")} AND j.id <> {job_id})"""
 
 
 def held_job(job: str) -> str:

@@ -80,7 +80,7 @@ class OperationDriver:
             out = self.session.refused(request, *device_operations.UNAVAILABLE)
         else:
             status, error = answer.status, ""
-            out = self.session.answer(request, answer.status, answer.body)
+            out = self.session.answer(request, answer.status, answer.body, answer.queued)
         instruments.socket_operation_answered(request.operation, started, status, error)
         await self._send_frame(out)
 

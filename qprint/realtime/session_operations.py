@@ -58,13 +58,22 @@ class SessionOperations:
         return OperationRequest(wire.COMMAND_RESULT, request_id, command_id, body)
 
     @staticmethod
-    def answer(request: OperationRequest, status: int, body: dict[str, Any] | None) -> dict:
-        """The frame answering ``request`` with the HTTP API's status and body (None: 204)."""
+    def answer(
+        request: OperationRequest,
+        status: int,
+        body: dict[str, Any] | None,
+        more_queued: bool | None = None,
+    ) -> dict:
+        """The frame answering ``request`` with the HTTP API's status and body (None: 204); a
+        claim's ``assignment`` says ``more_queued`` when known (the HTTP answer's header)."""
         rid = request.request_id
         if request.operation == wire.CLAIM:
             if body is None:
                 return {"type": wire.NOTHING, "request_id": rid}
-            return {**body, "type": wire.ASSIGNMENT, "request_id": rid}
+            frame = {**body, "type": wire.ASSIGNMENT, "request_id": rid}
+            if more_queued is not None:
+                frame[wire.MORE_QUEUED] = more_queued
+            return frame
         if request.operation == wire.EVENT:
             return {"type": wire.EVENT_RECORDED, "request_id": rid, "status": status, "event": body}
         return {"type": wire.COMMAND_RECORDED, "request_id": rid, "status": status, "command": body}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from django.http import HttpRequest, HttpResponse
 
+from qprint.core import wire
 from qprint.domain import device_operations, devices, jobs
 from qprint.domain.credentials import PresentedToken
 from qprint.metrics import instruments
@@ -34,7 +35,10 @@ def claim(request: HttpRequest, presented: PresentedToken) -> HttpResponse:
     answer = device_operations.claim(presented, lambda job_id: document_url(request, job_id))
     if answer.body is None:
         return HttpResponse(status=204)
-    return json_response(answer.body, status=answer.status)
+    response = json_response(answer.body, status=answer.status)
+    if answer.queued is not None:
+        response[wire.MORE_QUEUED_HEADER] = "true" if answer.queued else "false"
+    return response
 
 
 @device_endpoint("GET", run_async=True, deferred=True)

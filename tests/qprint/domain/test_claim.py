@@ -169,3 +169,42 @@ def test_an_unknown_device_is_not_found():
 
     with pytest.raises(NotFound):
         claim_next_job(987654)
+
+
+@pytest.mark.parametrize("way", ["one statement", "transaction"])
+def test_a_claim_says_whether_another_job_waits_behind_the_one_it_hands_out(device, way):
+    if way == "transaction":  # a tenant with webhook endpoints: the claim's transaction
+        from qprint.models import WebhookEndpoint
+
+        WebhookEndpoint.objects.create(
+            tenant=device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
+        )
+    first, second = submit(device), submit(device)
+    submit(connect(make_device(name="other").device))  # another device's job is not counted
+
+    a1 = claim_next_job(device.pk)
+    assert (a1.job_id, a1.more_queued) == (first.pk, True)
+    assert claim_next_job(device.pk).more_queued is True  # the replay says it again
+    record_device_event(device, first.pk, event(a1.claim_id, "RECEIVED"))
+
+    a2 = claim_next_job(device.pk)
+    assert (a2.job_id, a2.more_queued) == (second.pk, False)
+    third = submit(device)
+    assert claim_next_job(device.pk).more_queued is True  # the held job's replay sees the third
+    record_device_event(device, second.pk, event(a2.claim_id, "RECEIVED"))
+    a3 = claim_next_job(device.pk)
+    assert (a3.job_id, a3.more_queued) == (third.pk, False)
+
+
+def test_an_expired_or_cancelled_job_behind_the_claimed_one_does_not_count(device):
+    submit(device)
+    expired, cancelled = submit(device), submit(device)
+    PrintJob.objects.filter(pk=expired.pk).update(expires_at=Now() - timedelta(seconds=1))
+    api.cancel_job(cancelled)
+    assert claim_next_job(device.pk).more_queued is False
+
+
+def test_a_pushed_claim_does_not_read_what_waits_behind_its_job(device):
+    # The socket that pushes claims the next job itself once this one leaves CLAIMED.
+    submit(device), submit(device)
+    assert claim_next_job(device.pk, inline_max=4096).more_queued is None

@@ -48,10 +48,11 @@ def test_live_connection_sql_agrees_with_the_queryset():
     assert annotated == live
 
 
-def _job(device: Device, status: str, expires_in: float | None) -> None:
+def _job(device: Device, status: str, expires_in: float | None, title: str = "") -> None:
     PrintJob.objects.create(
         tenant=device.tenant,
         device=device,
+        title=title,
         content_type="application/pdf",
         size=1,
         sha256="0" * 64,
@@ -117,3 +118,25 @@ def test_pending_command_sql_agrees_with_the_queryset():
     assert pending == {devices["pending"].pk}
     table = raw.tables()["device"]
     assert {d for d, v in _raw_values(raw.pending_command_exists(table)).items() if v} == pending
+
+
+def test_other_claimable_job_sql_agrees_with_the_queryset():
+    jobs = {
+        "two-queued": [("a", JobStatus.QUEUED, 60), ("b", JobStatus.QUEUED, None)],
+        "one-queued": [("c", JobStatus.QUEUED, 60)],
+        "held-and-queued": [("d", JobStatus.CLAIMED, 60), ("e", JobStatus.QUEUED, 60)],
+        "held-and-expired": [("f", JobStatus.CLAIMED, 60), ("g", JobStatus.QUEUED, -1)],
+    }
+    table, job_table = raw.tables()["device"], raw.tables()["job"]
+    for name, made in jobs.items():
+        device = make_device(name=name).device
+        for title, status, expires_in in made:
+            _job(device, status, expires_in, title=title)
+        for title, _, _ in made:
+            job = PrintJob.objects.get(title=title)
+            other = PrintJob.objects.filter(device=device).claimable().exclude(pk=job.pk).exists()
+            found = f"(SELECT id FROM {job_table} WHERE title = '{title}')"
+            exists = raw.other_claimable_job_exists(f"{table}.id", found)
+            raw_other = _raw_values(exists)[device.pk]
+            assert bool(raw_other) is other, (name, title)
+    assert PrintJob.objects.filter(device__name="two-queued").claimable().count() == 2

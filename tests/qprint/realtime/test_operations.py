@@ -51,8 +51,14 @@ class Http:
         self.headers = {"authorization": f"Bearer {token}"}
 
     async def claim(self):
+        status, body, _ = await self.claim_with_hint()
+        return status, body
+
+    async def claim_with_hint(self):
+        """The claim's status, body and ``Qprint-More-Queued`` header (None when absent)."""
         r = await self.client.post("/qprint/api/v1/device/claim", headers=self.headers)
-        return r.status_code, (json.loads(r.content) if r.content else None)
+        body = json.loads(r.content) if r.content else None
+        return r.status_code, body, r.headers.get("Qprint-More-Queued")
 
     async def event(self, job_id: str, body: dict):
         r = await self.client.post(
@@ -99,9 +105,11 @@ async def test_hello_offers_the_operations(device_and_token, sockets):
 
 async def test_claim_answers_as_http(device_factory, sockets):
     _, token, _, frame = await claimed_over_the_socket(device_factory, sockets)
-    status, body = await Http(token).claim()  # the replay of the same assignment
+    status, body, more = await Http(token).claim_with_hint()  # the replay of the same assignment
     assert status == 200, body
-    got = {k: v for k, v in frame.items() if k not in ("type", "request_id")}
+    # Nothing waits behind the job: the frame says it as the HTTP answer's header does.
+    assert (frame["more_queued"], more) == (False, "false")
+    got = {k: v for k, v in frame.items() if k not in ("type", "request_id", "more_queued")}
     assert {k: v for k, v in got.items() if k != "document_url"} == {
         k: v for k, v in body.items() if k != "document_url"
     }

@@ -138,14 +138,19 @@ def test_claim_replays_the_same_assignment_until_the_job_moves_on(client):
     first_job = submit_json(client, key).json()
     submit_json(client, key, content=b"second").json()
 
-    first = client.post(reverse("qprint:device-claim"), **dev.auth).json()
+    claimed = client.post(reverse("qprint:device-claim"), **dev.auth)
+    first = claimed.json()
     again = client.post(reverse("qprint:device-claim"), **dev.auth).json()
     assert again["claim_id"] == first["claim_id"]
     assert again["job_id"] == first_job["id"]
+    # The second job waits behind the first: the device will claim again after it.
+    assert claimed.headers["Qprint-More-Queued"] == "true"
+    assert "more_queued" not in first  # the assignment body is the same either way
 
     event(client, dev, first["job_id"], first["claim_id"], "RECEIVED")
-    second = client.post(reverse("qprint:device-claim"), **dev.auth).json()
-    assert second["job_id"] != first["job_id"]
+    claimed = client.post(reverse("qprint:device-claim"), **dev.auth)
+    assert claimed.json()["job_id"] != first["job_id"]
+    assert claimed.headers["Qprint-More-Queued"] == "false"
 
 
 def test_claim_with_nothing_to_print_answers_204_without_body(client):
