@@ -90,6 +90,10 @@ class DeviceAgent(WorkLoop):
         #: In push mode, claim once anyway (a job put aside is replayed by a claim, not pushed
         #: again on the same connection).
         self._claim_needed = False
+        #: Where the claim loop is, and whether a wake came while its claim was on its way
+        #: (:meth:`~qprint.agent.device_work.WorkLoop.on_wake_frame`).
+        self._claiming: str | None = None
+        self._woken_while_claim_sent = False
         self.api = DeviceApi(self.http, self.operations)
         self.reporter = Reporter(self.name, self.journal, self.http, self.api)
         self.jobs = JobRunner(
@@ -323,7 +327,7 @@ class DeviceAgent(WorkLoop):
             self.pushed.put_nowait(frame)
             self.wake.set()
         elif kind == "wake":
-            self.wake.set()
+            self.on_wake_frame()
         elif kind == "control":
             revision, paused = p.parse_control(frame)
             if paused != self.applied.paused:

@@ -14,9 +14,15 @@ from typing import Any
 import httpx
 
 from qprint.agent import journal as j
+from qprint.agent import protocol as p
 from qprint.agent.worker import DONE, GATE_RETRY_CODES, Assignment, error_code
 
 logger = logging.getLogger("qprint.agent")
+
+#: Where the claim loop is (:meth:`WorkLoop.on_wake_frame`): a claim is on its way, or it handed
+#: out a job that the loop handles before it claims again.
+CLAIM_SENT = "sent"
+CLAIM_ANSWERED_WITH_A_JOB = "answered_with_a_job"
 
 
 class WorkLoop:
@@ -29,6 +35,8 @@ class WorkLoop:
     push: bool
     pushed: asyncio.Queue[dict[str, Any]]
     _claim_needed: bool
+    _claiming: str | None
+    _woken_while_claim_sent: bool
     _retry_handle: asyncio.TimerHandle | None
     _reconcile: tuple[tuple[str, str, str], ...] | None
 
@@ -83,11 +91,39 @@ class WorkLoop:
                 logger.exception("claim_failed device=%s", self.name)
                 self._wake_later(self.backoff.maximum)
 
+    def on_wake_frame(self) -> None:
+        """A ``wake`` frame: claim, unless a claim that the loop is sure to send finds what the
+        wake is for.
+
+        The loop claims until the queue is empty: after a job whose claim said that another job
+        waited behind it (or did not say), it claims again, and that claim reads what a wake that
+        came meanwhile was published for. So does the claim after one that was on its way when
+        the wake came, if that one handed out such a job. A wake is kept when no claim is coming:
+        the loop is idle, or the claim on its way answers that there is nothing to print or hands
+        out the last job (its read may have come before the wake's job). In a flood, a device is
+        woken while it claims and while it prints, by each job submitted for it and each of its
+        jobs that leaves CLAIMED: kept, each wake would end in one more claim, answered that the
+        queue is empty."""
+        if self._claiming == CLAIM_SENT:
+            self._woken_while_claim_sent = True
+        elif self._claiming != CLAIM_ANSWERED_WITH_A_JOB:
+            self.wake.set()
+
     async def _claim_until_empty(self) -> None:
+        try:
+            await self._claims()
+        finally:
+            if self._claiming == CLAIM_SENT and self._woken_while_claim_sent:
+                self.wake.set()
+            self._claiming = None
+
+    async def _claims(self) -> None:
         gate_retries = 0
         last_job, repeats = None, 0
         while self.connected and not self.stopping.is_set() and not self.applied.paused:
             endpoints = self.endpoints
+            # A wake kept back so far is this claim's to find.
+            self._claiming, self._woken_while_claim_sent = CLAIM_SENT, False
             response = await self.api.claim(endpoints)
             status = response.status_code
             if status == 204:
@@ -100,8 +136,20 @@ class WorkLoop:
                     logger.error("job_replayed_repeatedly device=%s job=%s", self.name, last_job)
                     self._wake_later(self.backoff.maximum)
                     return
+                last = p.more_queued(response) is False
+                if last:
+                    # Nothing waited behind this job: the loop ends with it, and a wake that came
+                    # while the claim was on its way, or comes from now on, is for a job the
+                    # claim's read did not see.
+                    self._claiming = None
+                    if self._woken_while_claim_sent:
+                        self.wake.set()
+                else:
+                    self._claiming = CLAIM_ANSWERED_WITH_A_JOB
                 if await self.jobs.handle(endpoints, assignment) != DONE:
-                    self._wake_later(self.backoff.step())
+                    self._wake_later(self.backoff.step())  # it claims again, later
+                    return
+                if last:
                     return
                 continue
             code = error_code(response)

@@ -33,9 +33,10 @@ class OperationUnavailable(httpx.TransportError):
 class Reply:
     """An answer, read as the HTTP response it stands for."""
 
-    def __init__(self, status: int, body: dict[str, Any] | None):
+    def __init__(self, status: int, body: dict[str, Any] | None, headers: dict[str, str]):
         self.status_code = status
         self._body = body
+        self.headers = httpx.Headers(headers)
 
     def json(self) -> Any:
         if self._body is None:

@@ -179,20 +179,34 @@ def command_result_request(request_id: str, command_id: str, body: dict[str, Any
     )
 
 
-def answer_of(frame: dict[str, Any]) -> tuple[int, dict[str, Any] | None]:
-    """The HTTP status and body an answer frame stands for."""
+def answer_of(frame: dict[str, Any]) -> tuple[int, dict[str, Any] | None, dict[str, str]]:
+    """The HTTP status, body and headers an answer frame stands for (an ``assignment``'s
+    ``more_queued`` is the HTTP claim's ``Qprint-More-Queued`` header)."""
     kind = frame["type"]
     if kind == wire.ASSIGNMENT:
-        return 200, {k: v for k, v in frame.items() if k not in ("type", "request_id")}
+        body = {k: v for k, v in frame.items() if k not in ("type", "request_id", wire.MORE_QUEUED)}
+        more = frame.get(wire.MORE_QUEUED)
+        if not isinstance(more, bool):
+            return 200, body, {}
+        return 200, body, {wire.MORE_QUEUED_HEADER: "true" if more else "false"}
     if kind == wire.NOTHING:
-        return 204, None
+        return 204, None, {}
     if kind == wire.REFUSED:
-        return _int(frame, "status"), {"error": frame.get("error"), "message": frame.get("message")}
+        error = {"error": frame.get("error"), "message": frame.get("message")}
+        return _int(frame, "status"), error, {}
     if kind == wire.EVENT_RECORDED:
-        return _int(frame, "status"), frame.get("event")
+        return _int(frame, "status"), frame.get("event"), {}
     if kind == wire.COMMAND_RECORDED:
-        return _int(frame, "status"), frame.get("command")
+        return _int(frame, "status"), frame.get("command"), {}
     raise ProtocolError(f"{kind!r} is not an answer")
+
+
+def more_queued(response: Any) -> bool | None:
+    """What a claim's 200 says of the device's queue (docs/PROTOCOL.md, "Operations over the
+    socket"): whether another job waited behind the one handed out; None when the server did not
+    say (an older server): then the device claims again after the job, as it always did."""
+    value = response.headers.get(wire.MORE_QUEUED_HEADER)
+    return {"true": True, "false": False}.get(value.strip().lower()) if value else None
 
 
 def parse_control(frame: dict[str, Any]) -> tuple[int, bool]:
