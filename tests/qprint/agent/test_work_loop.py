@@ -86,26 +86,26 @@ async def test_a_wake_while_a_claimed_job_prints_is_answered_by_the_claim_after_
     assert not agent.wake.is_set()
 
 
-async def test_a_wake_while_a_claim_is_on_its_way_is_answered_by_the_next_claim(agent):
-    # The claim on its way hands out a job: the claim after that job reads what the wake was for.
-    agent.api = ScriptedClaims([assignment(), None], during={0: agent.on_wake_frame})
+@pytest.mark.parametrize(
+    ("claim", "kept"),
+    [
+        # It hands out a job: the claim after that job reads what the wake was for.
+        (0, False),
+        # It finds nothing: the wake may be for a job its read did not see; the loop claims again.
+        (1, True),
+    ],
+    ids=["claim_hands_out_a_job", "claim_finds_nothing"],
+)
+async def test_a_wake_while_a_claim_is_on_its_way_is_kept_unless_another_claim_follows(
+    agent, claim, kept
+):
+    agent.api = ScriptedClaims([assignment(), None], during={claim: agent.on_wake_frame})
     agent.jobs = ScriptedJobs(during=lambda: None)
 
     await agent._claim_until_empty()
 
     assert agent.api.sent == 2
-    assert not agent.wake.is_set()
-
-
-async def test_a_wake_while_a_claim_that_finds_nothing_is_on_its_way_is_kept(agent):
-    # The wake may be for a job that the claim's read did not see: the loop claims again.
-    agent.api = ScriptedClaims([assignment(), None], during={1: agent.on_wake_frame})
-    agent.jobs = ScriptedJobs(during=lambda: None)
-
-    await agent._claim_until_empty()
-
-    assert agent.api.sent == 2
-    assert agent.wake.is_set()
+    assert agent.wake.is_set() is kept
 
 
 async def test_a_wake_while_the_loop_is_idle_makes_it_claim(agent):
