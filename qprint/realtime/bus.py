@@ -12,7 +12,9 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
 - a second instance of the configured layer that the bus publishes on (the ``replaced`` of a new
   connection): channels-redis's pub/sub layer sends a publish and a subscription on one lock per
   Redis shard, and a publish holds it for a round trip; on their own instance, a connect burst's
-  ``replaced`` messages do not hold back its subscriptions (:func:`publishing_layer`);
+  ``replaced`` messages do not hold back its subscriptions (:func:`publishing_layer`). A
+  ``replaced`` reaches this process's sockets at once, and its copy through the layer is dropped
+  when it comes back, as a wakeup's is (below);
 - the wakeups this process publishes for a device with a socket here, handed to that socket at
   once (:func:`deliver_ahead`) while they also go out through the layer (a newer socket of the
   device may be on another node); their copy through the layer, when it comes back here, is
@@ -89,6 +91,18 @@ def device_group(device_id: int) -> str:
     return f"qprint.device.{device_id}"
 
 
+def _ahead_key(message: dict[str, Any]) -> tuple[Any, ...] | None:
+    """What tells a message handed to this process's sockets ahead of the layer from its copy
+    through the layer: a wakeup by its device and ``sent_at``, a ``replaced`` by its device and
+    the new connection's id; None for any other message (never handed ahead)."""
+    kind = message.get("type")
+    if kind == "qprint.wake":
+        return kind, message.get("device_id"), message.get("sent_at")
+    if kind == "qprint.replaced":
+        return kind, message.get("device_id"), message.get("connection_id")
+    return None
+
+
 class Socket(Protocol):
     device_id: int
 
@@ -142,11 +156,11 @@ class DeviceBus:
         self._reconciling: asyncio.Task | None = None
         #: Sockets waiting for their device's subscription (:meth:`subscription`), by device.
         self._awaiting: dict[int, list[asyncio.Future]] = {}
-        #: Wakeups handed ahead (:meth:`deliver_ahead`) by ``(device_id, sent_at)``, with when;
-        #: written from the publishing threads, read on the loop.
-        self._ahead: OrderedDict[tuple[Any, Any], float] = OrderedDict()
+        #: Messages handed ahead (:meth:`deliver_ahead`, :meth:`publish`) by :func:`_ahead_key`,
+        #: with when; written from the publishing threads and the loop, read on the loop.
+        self._ahead: OrderedDict[tuple[Any, ...], float] = OrderedDict()
         self._ahead_lock = threading.Lock()
-        #: Copies through the layer of wakeups handed ahead, dropped.
+        #: Copies through the layer of messages handed ahead, dropped.
         self.copies_dropped = 0
 
     # -- registry ---------------------------------------------------------------------------
@@ -225,17 +239,9 @@ class DeviceBus:
         """From any thread: hand a wakeup that this process publishes through the layer to its
         device's sockets here now, and remember it so that its copy through the layer is dropped
         (:meth:`from_layer`); False when no socket of the device is here (nothing done)."""
-        device_id = message.get("device_id")
-        if device_id not in self.sockets:  # a dict lookup: safe from another thread
+        if message.get("device_id") not in self.sockets:  # a dict lookup: safe from a thread
             return False
-        key, now = (device_id, message.get("sent_at")), time.monotonic()
-        with self._ahead_lock:
-            self._ahead[key] = now
-            while (
-                len(self._ahead) > AHEAD_MAX
-                or next(iter(self._ahead.values())) < now - AHEAD_SECONDS
-            ):
-                self._ahead.popitem(last=False)
+        key = self._remember_ahead(message)
         try:
             self.loop.call_soon_threadsafe(self.dispatch, message)
         except RuntimeError:  # the loop closed meanwhile
@@ -244,11 +250,26 @@ class DeviceBus:
             return False
         return True
 
+    def _remember_ahead(self, message: dict[str, Any]) -> tuple[Any, ...] | None:
+        """Remember a message handed to this process's sockets ahead of its copy through the
+        layer (at most :data:`AHEAD_MAX`, for :data:`AHEAD_SECONDS`); its key."""
+        key, now = _ahead_key(message), time.monotonic()
+        if key is None:
+            return None
+        with self._ahead_lock:
+            self._ahead[key] = now
+            while (
+                len(self._ahead) > AHEAD_MAX
+                or next(iter(self._ahead.values())) < now - AHEAD_SECONDS
+            ):
+                self._ahead.popitem(last=False)
+        return key
+
     def from_layer(self, message: dict[str, Any]) -> None:
         """Hand a message received through the layer to its device's sockets, unless it is the
-        copy of a wakeup handed ahead here (:meth:`deliver_ahead`)."""
-        if message.get("type") == "qprint.wake":
-            key = (message.get("device_id"), message.get("sent_at"))
+        copy of one this process handed them ahead (:meth:`deliver_ahead`, :meth:`publish`)."""
+        key = _ahead_key(message)
+        if key is not None:
             with self._ahead_lock:
                 ahead = self._ahead.pop(key, None)
             if ahead is not None:
@@ -270,11 +291,12 @@ class DeviceBus:
         whether the bus is down."""
         if self.layer is None:
             return False
-        # This process's sockets learn it at once, whatever Redis does (a duplicate through the
-        # layer is harmless: the messages are idempotent).
+        # This process's sockets learn it at once, whatever Redis does; its copy through the
+        # layer is dropped when it comes back (:meth:`from_layer`).
         self.dispatch(message)
         if isinstance(self.publishing, InMemoryChannelLayer):
             return True  # one process: the in-memory layer is bound to one loop anyway
+        self._remember_ahead(message)
         try:
             await asyncio.wait_for(
                 self.publishing.group_send(device_group(device_id), message),

@@ -359,7 +359,35 @@ async def test_the_copy_of_a_wakeup_handed_ahead_is_dropped_and_no_other_message
     assert [w["sent_at"] for w in wakes(socket)][7:] == [3.0]
     assert device_bus.copies_dropped == 2
     device_bus.from_layer({"type": "qprint.replaced", "device_id": 1, "sent_at": 4.0})
-    assert socket.messages[-1][1]["type"] == "qprint.replaced"  # only wakeups are dropped
+    assert socket.messages[-1][1]["type"] == "qprint.replaced"  # not a wakeup handed ahead
+
+
+async def test_the_copy_of_a_replaced_published_here_is_dropped():
+    """A new connection's ``replaced`` reaches this process's sockets of the device at once; its
+    copy through the layer is then dropped, and another connection's ``replaced`` is not."""
+
+    class Layer:
+        def __init__(self) -> None:
+            self.sent: list[tuple[str, dict]] = []
+
+        async def group_send(self, group: str, message: dict) -> None:
+            self.sent.append((group, message))
+
+    layer = Layer()
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    socket = Socket(1)
+    device_bus.sockets[1] = {socket}  # attached without starting the bus's loops
+    ours = {"type": "qprint.replaced", "device_id": 1, "connection_id": "new"}
+
+    assert await device_bus.publish(1, ours) is True
+    assert layer.sent == [("qprint.device.1", ours)]
+    assert [m for _, m in socket.messages] == [ours]
+
+    device_bus.from_layer(dict(ours))  # its copy
+    theirs = {**ours, "connection_id": "newer"}
+    device_bus.from_layer(theirs)  # another process's
+    assert [m for _, m in socket.messages] == [ours, theirs]
+    assert device_bus.copies_dropped == 1
 
 
 @pytest.mark.services
