@@ -109,13 +109,18 @@ class WorkLoop:
         elif self._claiming != CLAIM_ANSWERED_WITH_A_JOB:
             self.wake.set()
 
+    def _claim_answered(self, another_follows: bool) -> None:
+        """The claim on its way was answered (or the loop ended): a wake that came meanwhile is
+        kept unless ``another_follows``, a claim the loop will make after the job it handed out."""
+        if self._claiming == CLAIM_SENT and self._woken_while_claim_sent and not another_follows:
+            self.wake.set()
+        self._claiming = CLAIM_ANSWERED_WITH_A_JOB if another_follows else None
+
     async def _claim_until_empty(self) -> None:
         try:
             await self._claims()
         finally:
-            if self._claiming == CLAIM_SENT and self._woken_while_claim_sent:
-                self.wake.set()
-            self._claiming = None
+            self._claim_answered(another_follows=False)
 
     async def _claims(self) -> None:
         gate_retries = 0
@@ -136,16 +141,11 @@ class WorkLoop:
                     logger.error("job_replayed_repeatedly device=%s job=%s", self.name, last_job)
                     self._wake_later(self.backoff.maximum)
                     return
+                # When nothing waited behind this job, the loop ends with it, and a wake that came
+                # while the claim was on its way, or comes from now on, is for a job the claim's
+                # read did not see.
                 last = p.more_queued(response) is False
-                if last:
-                    # Nothing waited behind this job: the loop ends with it, and a wake that came
-                    # while the claim was on its way, or comes from now on, is for a job the
-                    # claim's read did not see.
-                    self._claiming = None
-                    if self._woken_while_claim_sent:
-                        self.wake.set()
-                else:
-                    self._claiming = CLAIM_ANSWERED_WITH_A_JOB
+                self._claim_answered(another_follows=not last)
                 if await self.jobs.handle(endpoints, assignment) != DONE:
                     self._wake_later(self.backoff.step())  # it claims again, later
                     return

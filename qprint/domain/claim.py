@@ -298,7 +298,7 @@ def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignme
     gate.check(device)
     if connection.vendor == "postgresql":
         return _claim_in_one_statement(device, node, inline_max)
-    return _claim_step_by_step(device, node, more=inline_max is None)
+    return _claim_step_by_step(device, node, for_push=inline_max is not None)
 
 
 def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
@@ -310,13 +310,14 @@ def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
     logger.info("job_claimed job=%s device=%s claim=%s node=%s", job_id, device, claim_id, node)
 
 
-def _claim_step_by_step(device: Device, node: str, more: bool) -> Assignment | None:
-    """Steps 2 and 3 as separate statements (SQLite)."""
+def _claim_step_by_step(device: Device, node: str, for_push: bool) -> Assignment | None:
+    """Steps 2 and 3 as separate statements (SQLite); ``for_push``: a pushed claim's, which does
+    not read whether another job waits."""
     device_id = device.pk
     held = PrintJob.objects.filter(device_id=device_id).held().only(*_ASSIGNMENT_FIELDS).first()
     if held is not None:
         logger.debug("claim_replayed job=%s device=%s claim=%s", held.pk, device_id, held.claim_id)
-        return Assignment.of(held, _more_queued(device_id, held.pk) if more else None)
+        return Assignment.of(held, None if for_push else _more_queued(device_id, held.pk))
 
     for _attempt in range(_MAX_CANDIDATES):
         candidate = (
@@ -343,7 +344,8 @@ def _claim_step_by_step(device: Device, node: str, more: bool) -> Assignment | N
             )
             waited = candidate.waited_until is not None and candidate.waited_until > timezone.now()
             _claimed(candidate.pk, device, claim_id, node, waited)
-            return Assignment.of(candidate, _more_queued(device_id, candidate.pk) if more else None)
+            more = None if for_push else _more_queued(device_id, candidate.pk)
+            return Assignment.of(candidate, more)
     return None
 
 
@@ -419,10 +421,10 @@ def _document_column(rows: str, document: bool) -> str:
     return f"CASE WHEN {rows}.size <= %(inline_max)s THEN {select} END"
 
 
-def _more_column(device: str, rows: str, pushed: bool) -> str:
+def _more_column(device: str, rows: str, for_push: bool) -> str:
     """The claim row's ``more_queued``: another claimable job of the device than the one of
-    ``rows``, unless the claim is ``pushed`` (NULL)."""
-    if pushed:
+    ``rows``, unless the claim is ``for_push`` (NULL)."""
+    if for_push:
         return "NULL::boolean"
     return raw.other_claimable_job_exists(device, f"{rows}.id")
 
