@@ -45,10 +45,6 @@ from qprint.core.wire import PUSH
 
 logger = logging.getLogger("qprint.agent")
 
-#: Documents of up to this many bytes come inside a pushed assignment (the server may cap it
-#: lower); the socket's frames are bounded at 1 MiB, base64 adds a third.
-INLINE_MAX_BYTES = 262144
-
 # Exit reasons of a device.
 STOPPED = "stopped"
 CREDENTIALS_REFUSED = "credentials_refused"
@@ -301,7 +297,7 @@ class DeviceAgent(WorkLoop):
         return disposition
 
     async def _send_state(self, ws) -> None:
-        push = INLINE_MAX_BYTES if self.push else None
+        push = p.INLINE_MAX_BYTES if self.push else None
         await ws.send(
             p.state_frame(self.applied.control_revision, self.applied.settings_revision, push)
         )

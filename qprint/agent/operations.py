@@ -136,7 +136,7 @@ class DeviceApi:
         ops = self._socket("claim")
         if ops is not None:
             return await ops.call(p.claim_request)
-        return await self.http.post(endpoints.claim)
+        return await self.http.post(endpoints.claim, headers=p.CLAIM_HEADERS)
 
     def ordered(self, path: str) -> bool:
         """Whether the report for ``path`` travels on the socket, where the server answers frames

@@ -30,6 +30,9 @@ EVENT_TYPES = (
 FINAL_EVENT_TYPES = frozenset({"PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED"})
 
 COMMAND_TYPES = ("CANCEL_JOB", "PRINT_TEST_PAGE", "REPORT_PRINTERS")
+#: Documents of up to this many bytes come inside an assignment, pushed or claimed (the server may
+#: cap it lower); the socket's frames are bounded at 1 MiB, base64 adds a third.
+INLINE_MAX_BYTES = 262144
 
 
 class CloseCode(IntEnum):
@@ -149,9 +152,9 @@ def is_pushed_assignment(frame: dict[str, Any]) -> bool:
 
 
 def inline_document(frame: dict[str, Any]) -> bytes | None:
-    """The document a pushed assignment carries inline (``document_base64``), or None (then it
+    """The document an assignment carries inline (``document_base64``), or None (then it
     is downloaded from ``document_url``; also when the inline text is not base64)."""
-    text = frame.get("document_base64")
+    text = frame.get(wire.DOCUMENT_BASE64)
     if not isinstance(text, str):
         return None
     try:
@@ -161,7 +164,14 @@ def inline_document(frame: dict[str, Any]) -> bytes | None:
 
 
 def claim_request(request_id: str) -> str:
-    return json.dumps({"type": wire.CLAIM, "request_id": request_id})
+    """A ``claim`` frame, asking for a document of up to :data:`INLINE_MAX_BYTES` inline."""
+    return json.dumps(
+        {"type": wire.CLAIM, "request_id": request_id, wire.INLINE_MAX_BYTES: INLINE_MAX_BYTES}
+    )
+
+
+#: The HTTP claim's headers: a document of up to :data:`INLINE_MAX_BYTES` inline.
+CLAIM_HEADERS = {wire.INLINE_MAX_HEADER: str(INLINE_MAX_BYTES)}
 
 
 def event_request(request_id: str, job_id: str, body: dict[str, Any]) -> str:
@@ -249,7 +259,7 @@ def state_frame(
         "settings_revision": settings_revision,
     }
     if push_inline_max is not None:
-        frame["push"] = {"inline_max_bytes": push_inline_max}
+        frame[wire.PUSH] = {wire.INLINE_MAX_BYTES: push_inline_max}
     return json.dumps(frame)
 
 

@@ -28,6 +28,7 @@ from qprint.agent.spoolers import (
     SpoolJob,
     SpoolRejected,
 )
+from qprint.core import wire
 
 logger = logging.getLogger("qprint.agent")
 
@@ -180,7 +181,7 @@ class Assignment:
     options: dict[str, Any]
     document_url: str
     body: dict[str, Any]
-    #: The document a pushed assignment carried inline (checked like a download), else None.
+    #: The document the assignment carried inline (checked like a download), else None.
     inline: bytes | None = None
 
     @classmethod
@@ -189,7 +190,7 @@ class Assignment:
         ``body`` without the inline document (it is not needed once the job is RECEIVED).
         ``ProtocolError`` unless its ids are UUIDs (they become file names and URL paths here)."""
         inline = p.inline_document(body)
-        body = {k: v for k, v in body.items() if k not in ("document_base64", "type", "pushed")}
+        body = {k: v for k, v in body.items() if k not in (wire.DOCUMENT_BASE64, "type", "pushed")}
         return cls(
             job_id=uuid_text(body.get("job_id"), "job_id"),
             claim_id=uuid_text(body.get("claim_id"), "claim_id"),
@@ -253,7 +254,13 @@ class JobRunner:
                 await self.finish_spooled(endpoints, entry)
             await self.reporter.flush(endpoints)
             return DONE
-        logger.info("job_claimed device=%s job=%s claim=%s", self.device, a.job_id, a.claim_id)
+        logger.info(
+            "job_claimed device=%s job=%s claim=%s document=%s",
+            self.device,
+            a.job_id,
+            a.claim_id,
+            "inline" if a.inline is not None else "download",
+        )
 
         if a.inline is not None:
             data, failure = a.inline, checked

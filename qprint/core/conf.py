@@ -24,7 +24,7 @@ from qprint.core.conf_kinds import count, limit, seconds, strings
 
 #: Deeper than this, Python's own JSON parser and encoder would run out of stack.
 MAX_JSON_DEPTH_CEILING = 200
-#: A pushed assignment carries its document as base64 in one text frame: no more than this.
+#: An assignment carries its document as base64 in one text frame or body: no more than this.
 MAX_INLINE_CEILING = 16 * 1024 * 1024
 _MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]*/[a-z0-9][a-z0-9!#$&^_.+-]*$")
 
@@ -146,9 +146,9 @@ SETTINGS: tuple[Setting, ...] = (
         "INLINE_DOCUMENT_MAX_BYTES",
         262144,
         (
-            "Device socket, pushed assignments: a document of at most this many bytes travels "
-            "inside the pushed assignment (the device asks for up to its own limit; 0: always "
-            "downloaded)."
+            "Assignments: a document of at most this many bytes travels inside a pushed "
+            "assignment, or a claim's answer that asked for it (the device asks for up to its "
+            "own limit; 0: always downloaded)."
         ),
         must=f"an integer from 0 to {MAX_INLINE_CEILING} (it travels as base64 in one frame)",
         valid=lambda value: is_int(value) and 0 <= value <= MAX_INLINE_CEILING,

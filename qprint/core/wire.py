@@ -37,6 +37,13 @@ ANSWER_TYPES = frozenset({ASSIGNMENT, NOTHING, REFUSED, EVENT_RECORDED, COMMAND_
 #: claim's 200 (``true`` or ``false``). Absent: not said.
 MORE_QUEUED = "more_queued"
 MORE_QUEUED_HEADER = "Qprint-More-Queued"
+#: An assignment's document inline, base64: in a pushed ``assignment`` (up to the ``state``
+#: frame's ``push.inline_max_bytes``), and in a claim's answer when the claim asked for it (up to
+#: the ``claim`` frame's ``inline_max_bytes``, or this header of the HTTP claim). Absent: download
+#: it from ``document_url``. Both are capped by ``QPRINT["INLINE_DOCUMENT_MAX_BYTES"]``.
+DOCUMENT_BASE64 = "document_base64"
+INLINE_MAX_BYTES = "inline_max_bytes"
+INLINE_MAX_HEADER = "Qprint-Inline-Max-Bytes"
 
 # -- frames: device -> server ----------------------------------------------------------------------
 STATE = "state"

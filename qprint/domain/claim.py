@@ -110,6 +110,16 @@ NOT_CLAIMED = NotClaimed()
 
 
 @dataclass(frozen=True)
+class _Handout:
+    """What a claim's row carries besides the job: ``inline_max``, the document when it has at
+    most that many bytes (None: not asked for); ``for_push``: a pushed claim's, which does not
+    read whether another job waits (its socket claims the next job itself)."""
+
+    inline_max: int | None = None
+    for_push: bool = False
+
+
+@dataclass(frozen=True)
 class Assignment:
     """What a device is told to print: the assignment body of docs/API.md minus
     ``document_url`` (``qprint.models.serializers.assignment_object`` adds it)."""
@@ -173,6 +183,7 @@ def claim_next_job(
     node: str | None = None,
     token_hash: str | None = None,
     inline_max: int | None = None,
+    for_push: bool = False,
 ) -> Assignment | None:
     """Hand the device its job: the one it already holds, else the next one, else ``None``.
 
@@ -186,15 +197,18 @@ def claim_next_job(
     any device request, counted by the throttle), outside this transaction. ``token_hash``: the
     claim of a device socket (``device`` its id), whose device must still hold that token (401
     otherwise), judged from the locked row (:func:`qprint.domain.credentials.require_token`).
-    ``inline_max``: a pushed claim's, which sends the document with the assignment when it has at
-    most that many bytes: the claim's own statement then reads them where the database keeps
-    them (:attr:`Assignment.document`; :data:`NOT_READ` where it does not).
+    ``inline_max``: the document goes with the assignment when it has at most that many bytes
+    (a pushed claim's, or a device's that asked for it): the claim's own statement then reads
+    them where the database keeps them (:attr:`Assignment.document`; :data:`NOT_READ` where it
+    does not). ``for_push``: a pushed claim's, whose socket claims the next job itself: it does
+    not read :attr:`Assignment.more_queued`.
     """
+    handout = _Handout(inline_max, for_push)
     node = node or cluster.node_id()
     if isinstance(device, credentials.PresentedToken):
         presented = device
         lock_values = {"digest": presented.token_hash, "kind": presented.kind}
-        found = _at_once(_AT_ONCE_BY_TOKEN, lock_values, presented.token_hash, node, inline_max)
+        found = _at_once(_AT_ONCE_BY_TOKEN, lock_values, presented.token_hash, node, handout)
         if found is not None and found.device is not None:
             presented.require(found.device.token_hash, found.device.enabled)
             answer = _answer(found)
@@ -205,9 +219,9 @@ def claim_next_job(
                 locked = _LOCK_DEVICE_BY_TOKEN.first(**lock_values)
                 if locked is not None:
                     presented.require(locked.token_hash, locked.enabled)
-                    return _claim_locked(locked, node, inline_max)
+                    return _claim_locked(locked, node, handout)
         device = presented.authenticate().pk  # the lock matched nothing: the full way decides
-    found = _at_once(_AT_ONCE_BY_ID, {"device_id": device}, device, node, inline_max, token_hash)
+    found = _at_once(_AT_ONCE_BY_ID, {"device_id": device}, device, node, handout, token_hash)
     if found is not None:
         if found.device is None:
             raise NotFound("unknown_device", "No such device.")
@@ -216,18 +230,18 @@ def claim_next_job(
         answer = _answer(found)
         if answer is not _TRANSACTION:
             return answer
-    return _claim_in_transaction(device, node, token_hash, inline_max)
+    return _claim_in_transaction(device, node, token_hash, handout)
 
 
 def _claim_in_transaction(
-    device_id: int, node: str, token_hash: str | None, inline_max: int | None
+    device_id: int, node: str, token_hash: str | None, handout: _Handout
 ) -> Assignment | None:
     """The claim in a transaction of its own: the lock, then the claim (steps 1 to 3)."""
     with transaction.atomic():
         locked = _lock_device(device_id)
         if token_hash is not None:
             credentials.require_token(locked.token_hash, locked.enabled, token_hash)
-        return _claim_locked(locked, node, inline_max)
+        return _claim_locked(locked, node, handout)
 
 
 @dataclass(frozen=True)
@@ -268,8 +282,9 @@ def claim_on_wakeup(
     webhook hint sends the transaction's way) or lost a race: the lock, then ``decide`` on the
     locked row, then the claim, in one transaction."""
     node = cluster.node_id()
+    handout = _Handout(inline_max, for_push=True)
     lock_values = {"device_id": device_id, "connection_id": connection_id}
-    found = _at_once(_AT_ONCE_ON_WAKEUP, lock_values, device_id, node, inline_max, token_hash, told)
+    found = _at_once(_AT_ONCE_ON_WAKEUP, lock_values, device_id, node, handout, token_hash, told)
     if found is not None:
         if found.device is None:
             raise _replaced(device_id, connection_id)
@@ -278,7 +293,7 @@ def claim_on_wakeup(
             return found.assignment
         if not wanted:
             return NOT_CLAIMED
-        return _claim_in_transaction(device_id, node, token_hash, inline_max)
+        return _claim_in_transaction(device_id, node, token_hash, handout)
     with transaction.atomic():
         locked = _LOCK_DEVICE_ON_WAKEUP.first(**lock_values)
         if locked is None:
@@ -286,19 +301,19 @@ def claim_on_wakeup(
         if not decide(connections.state_of(locked)):
             return NOT_CLAIMED
         credentials.require_token(locked.token_hash, locked.enabled, token_hash)
-        return _claim_locked(locked, node, inline_max)
+        return _claim_locked(locked, node, handout)
 
 
 def _replaced(device_id: int, connection_id: uuid.UUID) -> connections.Replaced:
     return connections.Replaced(f"device {device_id}: connection {connection_id} replaced")
 
 
-def _claim_locked(device: Device, node: str, inline_max: int | None) -> Assignment | None:
+def _claim_locked(device: Device, node: str, handout: _Handout) -> Assignment | None:
     """Steps 2 and 3 for the device row locked (and its credential checked) by the caller."""
     gate.check(device)
     if connection.vendor == "postgresql":
-        return _claim_in_one_statement(device, node, inline_max)
-    return _claim_step_by_step(device, node, for_push=inline_max is not None)
+        return _claim_in_one_statement(device, node, handout)
+    return _claim_step_by_step(device, node, for_push=handout.for_push)
 
 
 def _claimed(job_id, device: Device, claim_id, node: str, waited: bool) -> None:
@@ -466,12 +481,15 @@ def _handed_out(row, document_read: bool, device: Device, claim_id, node: str) -
     return assignment
 
 
-def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -> Assignment | None:
+def _claim_in_one_statement(device: Device, node: str, handout: _Handout) -> Assignment | None:
     """Steps 2 and 3 in one statement per candidate (PostgreSQL); with ``inline_max``, the
     document read in it too (where the database keeps it)."""
-    pushed = inline_max is not None
     ctes, handed_out = _handout(
-        "%(device)s", "%(candidate)s", "NULL::uuid", pushed, for_push=pushed
+        "%(device)s",
+        "%(candidate)s",
+        "NULL::uuid",
+        handout.inline_max is not None,
+        for_push=handout.for_push,
     )
     template = f"WITH {ctes}\n{handed_out}"
     document_read = "%(inline_max)s" in template
@@ -492,7 +510,7 @@ def _claim_in_one_statement(device: Device, node: str, inline_max: int | None) -
             **event_params,
         }
         if document_read:
-            params["inline_max"] = inline_max
+            params["inline_max"] = handout.inline_max
         rows = prepared.fetch(statement, params)
         if rows:
             return _handed_out(rows[0], document_read, device, claim_id, node)
@@ -583,7 +601,7 @@ def _at_once(
     lock_values: dict[str, Any],
     hint: Any,
     node: str,
-    inline_max: int | None,
+    handout: _Handout,
     token_hash: str | None = None,
     told: Told | None = None,
 ) -> _Found | None:
@@ -599,9 +617,9 @@ def _at_once(
     event_sql, event_params = events.server_event_insert(
         "claimed", None, JobStatus.CLAIMED, detail=detail, named=True, job_column="id"
     )
-    document = inline_max is not None and storage.in_database()
+    document = handout.inline_max is not None and storage.in_database()
     lock_sql, params = lock.statement(**lock_values)
-    sql, names = _at_once_sql(lock_sql, event_sql, document, inline_max is not None)
+    sql, names = _at_once_sql(lock_sql, event_sql, document, handout.for_push)
     values = {
         "token_hash": token_hash,
         "told": told is not None,
@@ -612,7 +630,7 @@ def _at_once(
         "claimed_status": JobStatus.CLAIMED.value,
         "claim_id": claim_id,
         "node": node,
-        "inline_max": inline_max,
+        "inline_max": handout.inline_max,
         **event_params,
     }
     params.extend(values[name] for name in names)

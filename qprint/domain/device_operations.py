@@ -17,12 +17,14 @@ The frames themselves (parsing a request, the answer frames) are the device sess
 
 from __future__ import annotations
 
+import base64
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from qprint import documents
+from qprint.core import wire
 from qprint.core.errors import NotFound
 from qprint.domain import commands, connection, credentials, events
 from qprint.domain.claim import (
@@ -80,15 +82,22 @@ def claim(
     document_url: Callable[[Any], str],
     *,
     token_hash: str | None = None,
+    inline_max: int | None = None,
 ) -> Answer:
     """200 the assignment (with ``document_url(job_id)``), 204 nothing. ``device``: a socket's
     device id, or the token an HTTP request presents (matched in the claim's own lock).
     ``token_hash``: a socket's device, which must still hold that token (checked in the claim's
-    own lock)."""
-    assignment = claim_next_job(device, token_hash=token_hash)
+    own lock). ``inline_max``: what the device asked for (capped by the transport): the body
+    carries the document as ``document_base64`` when it has at most that many bytes."""
+    assignment = claim_next_job(device, token_hash=token_hash, inline_max=inline_max)
     if assignment is None:
         return Answer(204, None)
-    return Answer(200, _assignment_body(assignment, document_url), assignment.more_queued)
+    body = _assignment_body(assignment, document_url)
+    if inline_max is not None:
+        document = _inline_document(assignment, inline_max)
+        if document is not None:
+            body[wire.DOCUMENT_BASE64] = base64.b64encode(document).decode("ascii")
+    return Answer(200, body, assignment.more_queued)
 
 
 def _assignment_body(assignment, document_url: Callable[[Any], str]) -> dict[str, Any]:
@@ -103,7 +112,9 @@ def pushed_claim(
     document's bytes when its size is at most ``inline_max`` (None: downloaded by the device).
     None when there is nothing to hand out. The claim's own statement reads the document where
     the database keeps it; elsewhere it is read after."""
-    assignment = claim_next_job(device_id, token_hash=token_hash, inline_max=inline_max)
+    assignment = claim_next_job(
+        device_id, token_hash=token_hash, inline_max=inline_max, for_push=True
+    )
     return _pushed(assignment, document_url, inline_max)
 
 
@@ -135,14 +146,22 @@ def _pushed(
     """The pushed assignment's body and its document (None: downloaded by the device)."""
     if assignment is None:
         return None
-    body = _assignment_body(assignment, document_url)
-    document = assignment.document if assignment.size <= inline_max else None
+    return _assignment_body(assignment, document_url), _inline_document(assignment, inline_max)
+
+
+def _inline_document(assignment: Assignment, inline_max: int) -> bytes | None:
+    """The assignment's document when it has at most ``inline_max`` bytes: as the claim's
+    statement read it, or from the storage that keeps it; None: larger, or gone (the device's
+    download then answers 404 and it reports FAILED)."""
+    if assignment.size > inline_max:
+        return None
+    document = assignment.document
     if document is NOT_READ:
         try:
             document = documents.open_document(assignment.job_id)
-        except NotFound:  # gone: the device's download answers 404 and it reports FAILED
+        except NotFound:
             document = None
-    return body, document
+    return document
 
 
 def event(

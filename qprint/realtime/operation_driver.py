@@ -147,9 +147,12 @@ class OperationDriver:
         token is checked in the claim's own lock). The document's URL is relative to qprint's
         mount: the agent resolves it against the base URL it was configured with (the scope says
         nothing trustworthy of the public scheme and host), so its token goes only where it
-        connected."""
+        connected. A ``claim`` frame's ``inline_max_bytes`` asks for the document inline."""
         return device_operations.claim(
-            self.device_id, document_path, token_hash=self.session.token_hash
+            self.device_id,
+            document_path,
+            token_hash=self.session.token_hash,
+            inline_max=self.session.inline_asked(request),
         )
 
     def _command_result(self, request: OperationRequest) -> device_operations.Answer:

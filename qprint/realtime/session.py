@@ -52,7 +52,7 @@ from qprint.realtime.frames import (
     TakenRow,
     revision,
 )
-from qprint.realtime.session_operations import SessionOperations
+from qprint.realtime.session_operations import SessionOperations, is_byte_count
 
 #: A device may send this many seconds' worth of ``MAX_FRAMES_PER_SECOND`` at once.
 FRAME_BURST_SECONDS = 5
@@ -187,8 +187,8 @@ class DeviceSession(SessionOperations):
         push = frame["push"]
         if not isinstance(push, dict):
             raise ProtocolError("push must be an object")
-        inline = push.get("inline_max_bytes", 0)
-        if isinstance(inline, bool) or not isinstance(inline, int) or inline < 0:
+        inline = push.get(wire.INLINE_MAX_BYTES, 0)
+        if not is_byte_count(inline):
             raise ProtocolError("push.inline_max_bytes must be a non-negative integer")
         return min(inline, self.inline_cap)
 

@@ -12,12 +12,18 @@ import base64
 from typing import Any
 
 from qprint.core import wire
+from qprint.core.errors import Invalid
 from qprint.realtime.frames import OperationRequest, ProtocolError
 
 #: Fields of an ``event`` frame that are the HTTP event body (``event_type`` is its ``type``).
 _EVENT_FIELDS = ("event_id", "claim_id", "occurred_at", "message", "detail")
 #: Event types after which the device's held job has left CLAIMED (the next one may be pushed).
 _RELEASING_EVENTS = frozenset({"RECEIVED", "PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED"})
+
+
+def is_byte_count(value: Any) -> bool:
+    """Whether a frame's ``inline_max_bytes`` is what it must be: a non-negative integer."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 class SessionOperations:
@@ -27,6 +33,8 @@ class SessionOperations:
     push_inline_max: int | None
     #: The job last pushed on this connection (pushed again only on the next connection).
     pushed_job: str | None
+    #: The most bytes of a document that travel inline (``QPRINT["INLINE_DOCUMENT_MAX_BYTES"]``).
+    inline_cap: int
 
     # -- operations (docs/PROTOCOL.md, "Operations over the socket") -----------------------------
 
@@ -42,7 +50,9 @@ class SessionOperations:
             )
         kind = frame["type"]
         if kind == wire.CLAIM:
-            return OperationRequest(wire.CLAIM, request_id)
+            asked = frame.get(wire.INLINE_MAX_BYTES)
+            body = {} if asked is None else {wire.INLINE_MAX_BYTES: asked}
+            return OperationRequest(wire.CLAIM, request_id, body=body)
         if kind == wire.EVENT:
             job_id = frame.get("job_id")
             if not isinstance(job_id, str) or not job_id:
@@ -77,6 +87,18 @@ class SessionOperations:
         if request.operation == wire.EVENT:
             return {"type": wire.EVENT_RECORDED, "request_id": rid, "status": status, "event": body}
         return {"type": wire.COMMAND_RECORDED, "request_id": rid, "status": status, "command": body}
+
+    def inline_asked(self, request: OperationRequest) -> int | None:
+        """The most bytes of a document a ``claim`` frame asked for inline (its
+        ``inline_max_bytes``), capped as a pushed one is; None when it did not ask.
+        :class:`~qprint.core.errors.Invalid` (a ``refused`` 422, as the HTTP claim's header)
+        unless it is a non-negative integer."""
+        asked = request.body.get(wire.INLINE_MAX_BYTES)
+        if asked is None:
+            return None
+        if not is_byte_count(asked):
+            raise Invalid(message=f"'{wire.INLINE_MAX_BYTES}' must be a non-negative integer.")
+        return min(asked, self.inline_cap)
 
     def pushes_after(self, request: OperationRequest) -> bool:
         """Whether this connection will push once ``request`` is answered (before it runs): in
@@ -123,7 +145,7 @@ class SessionOperations:
         self.pushed_job = body["job_id"]
         frame = {**body, "type": wire.ASSIGNMENT, "pushed": True}
         if document is not None:
-            frame["document_base64"] = base64.b64encode(document).decode("ascii")
+            frame[wire.DOCUMENT_BASE64] = base64.b64encode(document).decode("ascii")
         return frame
 
     def inline(self, size: int) -> bool:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 
 from qprint.core import wire
+from qprint.core.conf import qprint_settings
+from qprint.core.errors import Invalid
 from qprint.domain import device_operations, devices, jobs
 from qprint.domain.credentials import PresentedToken
 from qprint.metrics import instruments
@@ -31,14 +33,37 @@ from qprint.views.http import (
 @device_endpoint("POST", run_async=True, deferred=True)
 def claim(request: HttpRequest, presented: PresentedToken) -> HttpResponse:
     """200 the assignment (the same one again until the job leaves CLAIMED), 204 nothing. The
-    token is matched in the claim's own lock (``deferred``)."""
-    answer = device_operations.claim(presented, lambda job_id: document_url(request, job_id))
+    token is matched in the claim's own lock (``deferred``). ``Qprint-Inline-Max-Bytes: N`` asks
+    for the document inline (``document_base64``) when it has at most N bytes."""
+    answer = device_operations.claim(
+        presented,
+        lambda job_id: document_url(request, job_id),
+        inline_max=_inline_max_asked(request),
+    )
     if answer.body is None:
         return HttpResponse(status=204)
     response = json_response(answer.body, status=answer.status)
     if answer.queued is not None:
         response[wire.MORE_QUEUED_HEADER] = "true" if answer.queued else "false"
     return response
+
+
+def _inline_max_asked(request: HttpRequest) -> int | None:
+    """The claim's ``Qprint-Inline-Max-Bytes``, capped by ``QPRINT["INLINE_DOCUMENT_MAX_BYTES"]``;
+    None when the header is absent. 422 ``invalid`` unless it is a non-negative integer."""
+    text = request.headers.get(wire.INLINE_MAX_HEADER)
+    if text is None:
+        return None
+    text = text.strip()
+    if not (text.isascii() and text.isdigit()):
+        raise Invalid(message=f"'{wire.INLINE_MAX_HEADER}' must be a non-negative integer.")
+    cap = int(qprint_settings.INLINE_DOCUMENT_MAX_BYTES)
+    # More digits than any cap has is the cap, without reading so long a number.
+    return cap if len(text) > _INLINE_MAX_DIGITS else min(int(text), cap)
+
+
+#: More digits than any cap could need.
+_INLINE_MAX_DIGITS = 18
 
 
 @device_endpoint("GET", run_async=True, deferred=True)

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from qprint import api
+from qprint.agent.protocol import INLINE_MAX_BYTES
 from tests import services
 from tests.processes import ManagedProcess, daphne_node, free_port, port_open, python
 from tests.qprint.agent.cups import CupsServer, minimal_pdf, unavailable_reason
@@ -125,13 +126,36 @@ def test_job_through_the_application_api_is_printed_once_by_the_directory_spoole
     assert [line.split()[1:3] for line in ledger] == [["written", job["id"]]]
 
 
+@pytest.mark.parametrize("operations", ["http", "socket"])
+def test_an_agent_claiming_for_itself_gets_a_small_document_inline_and_downloads_a_large_one(
+    node, tenant, start_agent, tmp_path, operations
+):
+    spool = tmp_path / "printed"
+    agent = start_agent(
+        node,
+        tenant["token"],
+        *("--spooler", "directory", "--spool-dir", str(spool)),
+        *("--operations", operations),
+    )
+    small = minimal_pdf("inline")
+    large = small + b"%" + b"x" * INLINE_MAX_BYTES + b"\n"  # a comment after the end
+    jobs = [submit(node, tenant["key"], tenant["device"], doc) for doc in (small, large)]
+    for job, document in zip(jobs, (small, large), strict=True):
+        assert wait_final(node, tenant["key"], job["id"], agent)["status"] == "PRINTED"
+        assert (spool / f"{job['id']}.pdf").read_bytes() == document
+    log = agent.log()
+    assert f"job={jobs[0]['id']}" in log and f"job={jobs[1]['id']}" in log
+    claimed = [line for line in log.splitlines() if "job_claimed" in line]
+    assert [line.split("document=")[1].split()[0] for line in claimed] == ["inline", "download"]
+
+
 def test_an_agent_behind_tls_sends_nothing_in_the_clear_and_prints(
     node, tenant, start_agent, tmp_path
 ):
     """``wss://`` through a TLS front (a proxy terminating TLS for the node): the claim comes over
     the socket, its document URL is resolved against the agent's own ``https`` base, so the
-    document and the token travel over TLS only. Socket operations without push, so that the
-    document is downloaded (a pushed one would come inline on the socket)."""
+    document and the token travel over TLS only. A document larger than the agent asks for
+    inline, so that it is downloaded."""
     certs = tmp_path / "certs"
     certs.mkdir()
     cert, key = certificate("localhost", certs)
@@ -145,7 +169,8 @@ def test_an_agent_behind_tls_sends_nothing_in_the_clear_and_prints(
             *("--operations", "socket"),
             env={"SSL_CERT_FILE": str(cert)},
         )
-        document = minimal_pdf("over TLS")
+        padding = b"%" + b"x" * INLINE_MAX_BYTES + b"\n"  # a comment after the end
+        document = minimal_pdf("over TLS") + padding
         job = submit(node, tenant["key"], tenant["device"], document)
         final = {"PRINTED", "FAILED", "OUTCOME_UNKNOWN", "CANCELLED", "EXPIRED"}
         wait_until(

@@ -37,9 +37,11 @@ class Socket:
             asyncio.get_running_loop().call_soon(self.ops.deliver, reply)
 
 
-def http_client(seen: list):
+def http_client(seen: list, requests: list | None = None):
     def handle(request: httpx.Request) -> httpx.Response:
         seen.append((request.method, request.url.path))
+        if requests is not None:
+            requests.append(request)
         return httpx.Response(204)
 
     return httpx.AsyncClient(transport=httpx.MockTransport(handle))
@@ -80,20 +82,25 @@ def socket_runner(journal: AsyncJournal, spooler, answer) -> JobRunner:
 
 async def test_claim_goes_over_the_socket_when_offered_and_over_http_otherwise():
     seen: list = []
+    requests: list = []
     ops = SocketOperations()
     sock = Socket(lambda f: {"type": "assignment", "request_id": f["request_id"], "job_id": "j"})
     sock.ops = ops
-    api = DeviceApi(http_client(seen), ops)
+    api = DeviceApi(http_client(seen, requests), ops)
 
     ops.attach(sock, frozenset({"claim", "event"}))
     reply = await api.claim(ENDPOINTS)
     assert (reply.status_code, reply.json()) == (200, {"job_id": "j"})
-    assert sock.sent == [{"type": "claim", "request_id": sock.sent[0]["request_id"]}]
+    # Asking for a small enough document inline, as the HTTP claim does with its header.
+    assert sock.sent == [
+        {"type": "claim", "request_id": sock.sent[0]["request_id"], "inline_max_bytes": 262144}
+    ]
     assert seen == []
 
     ops.attach(sock, frozenset())  # a server that does not offer them
     assert (await api.claim(ENDPOINTS)).status_code == 204
     assert seen == [("POST", "/qprint/api/v1/device/claim")]
+    assert requests[0].headers["Qprint-Inline-Max-Bytes"] == "262144"
 
 
 async def test_event_and_command_result_frames_and_their_answers():

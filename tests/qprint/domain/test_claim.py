@@ -207,4 +207,10 @@ def test_an_expired_or_cancelled_job_behind_the_claimed_one_does_not_count(devic
 def test_a_pushed_claim_does_not_read_what_waits_behind_its_job(device):
     # The socket that pushes claims the next job itself once this one leaves CLAIMED.
     submit(device), submit(device)
-    assert claim_next_job(device.pk, inline_max=4096).more_queued is None
+    assert claim_next_job(device.pk, inline_max=4096, for_push=True).more_queued is None
+
+
+def test_a_claim_that_asks_for_its_document_inline_still_says_what_waits(device):
+    # A device claiming for itself, with its document in the answer, claims the next job itself.
+    submit(device), submit(device)
+    assert claim_next_job(device.pk, inline_max=4096).more_queued is True

@@ -4,6 +4,7 @@ request frame closes 4400, a refused one is answered and the socket stays."""
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from datetime import UTC, datetime
@@ -54,9 +55,11 @@ class Http:
         status, body, _ = await self.claim_with_hint()
         return status, body
 
-    async def claim_with_hint(self):
+    async def claim_with_hint(self, **headers):
         """The claim's status, body and ``Qprint-More-Queued`` header (None when absent)."""
-        r = await self.client.post("/qprint/api/v1/device/claim", headers=self.headers)
+        r = await self.client.post(
+            "/qprint/api/v1/device/claim", headers={**self.headers, **headers}
+        )
         body = json.loads(r.content) if r.content else None
         return r.status_code, body, r.headers.get("Qprint-More-Queued")
 
@@ -95,6 +98,50 @@ async def claimed_over_the_socket(device_factory, sockets) -> tuple:
     assignment = await answer(s, "claim")
     assert assignment["type"] == "assignment", assignment
     return device, token, s, assignment
+
+
+async def test_a_claim_frame_asks_for_its_document_inline_as_the_http_claim_does(
+    device_factory, sockets
+):
+    document = b"%PDF-1.4 x"
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, document, "application/pdf")
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "c", "inline_max_bytes": len(document)})
+    frame = await answer(s, "c")
+    assert base64.b64decode(frame["document_base64"]) == document
+    _, body, _ = await Http(token).claim_with_hint(
+        **{"Qprint-Inline-Max-Bytes": str(len(document))}
+    )
+    assert body["document_base64"] == frame["document_base64"]
+    # Asking for less than the document's size: it is downloaded.
+    await s.send({"type": "claim", "request_id": "d", "inline_max_bytes": len(document) - 1})
+    assert "document_base64" not in await answer(s, "d")
+    _, body, _ = await Http(token).claim_with_hint(
+        **{"Qprint-Inline-Max-Bytes": str(len(document) - 1)}
+    )
+    assert "document_base64" not in body
+
+
+@pytest.mark.parametrize("asked", [-1, 1.5, "10", True, [1]])
+async def test_an_inline_limit_that_is_not_a_byte_count_is_refused_as_over_http(
+    device_factory, sockets, asked
+):
+    device, token = await adb(device_factory)
+    await adb(api.submit_job, device.tenant, device.name, b"%PDF-1.4 x", "application/pdf")
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "c", "inline_max_bytes": asked})
+    status, error = refusal(await answer(s, "c"))
+    assert (status, error) == (
+        422,
+        {"error": "invalid", "message": "'inline_max_bytes' must be a non-negative integer."},
+    )
+    # The socket stays, and nothing was claimed.
+    assert await adb(lambda: list(PrintJob.objects.values_list("status", flat=True))) == ["QUEUED"]
+    await s.send({"type": "claim", "request_id": "d"})
+    assert (await answer(s, "d"))["type"] == "assignment"
 
 
 async def test_hello_offers_the_operations(device_and_token, sockets):

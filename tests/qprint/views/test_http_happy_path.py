@@ -6,6 +6,7 @@ import hashlib
 import uuid
 
 import pytest
+from django.test import override_settings
 from django.urls import reverse
 
 from tests.qprint.factories import connect, make_device, make_key
@@ -151,6 +152,58 @@ def test_claim_replays_the_same_assignment_until_the_job_moves_on(client):
     claimed = client.post(reverse("qprint:device-claim"), **dev.auth)
     assert claimed.json()["job_id"] != first["job_id"]
     assert claimed.headers["Qprint-More-Queued"] == "false"
+
+
+def claim(client, dev, inline_max=None):
+    headers = {} if inline_max is None else {"Qprint-Inline-Max-Bytes": str(inline_max)}
+    return client.post(reverse("qprint:device-claim"), headers=headers, **dev.auth)
+
+
+def test_a_claim_that_asks_carries_a_small_enough_document_inline(client):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    submit_json(client, key)
+
+    asked = claim(client, dev, inline_max=len(PDF)).json()
+    assert base64.b64decode(asked["document_base64"]) == PDF
+    assert asked["sha256"] == hashlib.sha256(PDF).hexdigest()
+    # The replay of the same claim, asking less than the document's size or nothing: the
+    # document is downloaded from document_url.
+    for smaller in (claim(client, dev, inline_max=len(PDF) - 1), claim(client, dev)):
+        replay = smaller.json()
+        assert "document_base64" not in replay
+        assert replay["claim_id"] == asked["claim_id"]
+    assert client.get(replay["document_url"], **dev.auth).content == PDF
+
+
+def test_the_inline_document_a_claim_asks_for_is_capped_by_the_setting(client):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    submit_json(client, key)
+    with override_settings(QPRINT={"INLINE_DOCUMENT_MAX_BYTES": len(PDF) - 1}):
+        assert "document_base64" not in claim(client, dev, inline_max=10**6).json()
+    with override_settings(QPRINT={"INLINE_DOCUMENT_MAX_BYTES": len(PDF)}):
+        assert "document_base64" in claim(client, dev, inline_max=10**6).json()
+        assert "document_base64" in claim(client, dev, inline_max="9" * 40).json()
+
+
+@pytest.mark.parametrize("asked", ["-1", "1.5", "many", "", "\u00b2", "1e6"])
+def test_an_inline_limit_that_is_not_a_byte_count_is_refused_and_claims_nothing(client, asked):
+    key = make_key()
+    dev = make_device()
+    connect(dev.device)
+    job = submit_json(client, key).json()
+    answer = claim(client, dev, inline_max=asked)
+    assert answer.status_code == 422
+    assert answer.json() == {
+        "error": "invalid",
+        "message": "'Qprint-Inline-Max-Bytes' must be a non-negative integer.",
+    }
+    assert client.get(reverse("qprint:job-detail", args=[job["id"]]), **key.auth).json()[
+        "status"
+    ] == ("QUEUED")
 
 
 def test_claim_with_nothing_to_print_answers_204_without_body(client):
