@@ -71,7 +71,8 @@ class PrintersReported:
 @dataclass(frozen=True)
 class OperationRequest:
     """An operation frame, parsed: ``operation`` one of ``wire.REQUEST_OPERATIONS``, ``target``
-    the job or command id, ``body`` what the HTTP API would have received as the request body.
+    the job or command id, ``body`` what the HTTP API would have received as the request body (a
+    claim's: the ``inline_max_bytes`` it asked for, which the HTTP claim sends as a header).
     The driver answers it through :mod:`qprint.domain.device_operations`, as the HTTP API does."""
 
     operation: str
