@@ -127,9 +127,7 @@ def record_device_event(
     device (it would only make that socket read its row), and the outcome says whether the
     device has a job to claim (:attr:`EventOutcome.queued`), read by the event's statement after
     the lock: a job submitted after that statement began publishes its wakeup after it commits,
-    and the socket handles that wakeup after this event. Otherwise a job leaving CLAIMED wakes
-    its device after commit when another of its jobs waits to be claimed, as that statement read
-    it on PostgreSQL (a job submitted after it wakes the device itself), and always on SQLite.
+    and the socket handles that wakeup after this event.
     """
     if isinstance(device, credentials.PresentedToken):
         return _presented_event(device, job_id, payload, pushes_next)
@@ -506,8 +504,8 @@ def _record_step_by_step(
 
 #: The INSERT of a device event and the job's guarded move, in one statement (PostgreSQL). The
 #: UPDATE runs only when the INSERT did (``EXISTS (recorded)``) and only from the status judged.
-#: ``queued``: when a pushing socket asks, or the job leaves CLAIMED, whether the device has a
-#: claimable job (the shared predicate, ``raw.claimable_job``), read on this statement's snapshot.
+#: ``queued``: when a pushing socket asks, whether the device has a claimable job (the shared
+#: predicate, ``raw.claimable_job``), read on this statement's snapshot.
 _RECORD_SQL = """
 WITH recorded AS (
     INSERT INTO qprint_job_event
@@ -566,8 +564,6 @@ def _record_in_one_statement(
     second value: whether the device has a claimable job, read when ``wake`` is False (the
     pushing socket claims next), else None."""
     current = job.status
-    # A job leaving CLAIMED wakes its device only when another job waits (:func:`_moved`).
-    ask_queued = not wake or (target is not None and current == JobStatus.CLAIMED)
     params = {
         **_event_columns(event, fingerprint),
         "job": job.pk,
@@ -576,20 +572,19 @@ def _record_in_one_statement(
         "received": target == JobStatus.RECEIVED,
         "final": target is not None and is_final(target),
         "current": current,
-        "ask_queued": ask_queued,
+        "ask_queued": not wake,
     }
     rows = prepared.fetch(_RECORD_SQL, params)
     if not rows:
         return None, None
     [row] = rows
     event_pk, recorded_at, *move, queued = row
-    queued = bool(queued) if ask_queued else None
     if target is not None:
         if move[0] is None:  # cannot happen while the row is locked; refuse rather than guess
             raise EventRejected("backwards", f"The job is no longer {current}.")
-        _set_moved(job, move, current, target, wake and queued is not False)
+        _set_moved(job, move, current, target, wake)
     return _saved_row(job, device_id, event, fingerprint, event_pk, recorded_at), (
-        queued if not wake else None
+        bool(queued) if not wake else None
     )
 
 
@@ -621,8 +616,7 @@ def _saved_row(
 #: also needs none of the later ids recorded (``{later}``, an array literal bound as text, as
 #: ``_sources``); one of them recorded meanwhile by another job fails the whole statement on the
 #: unique ``event_id``, which writes nothing. ``received_at`` is set once, by the move into
-#: RECEIVED (a RECEIVED reported again under a new id moves nothing). ``queued`` as in
-#: ``_RECORD_SQL``: read when a pushing socket asks, or the gate's job is CLAIMED.
+#: RECEIVED (a RECEIVED reported again under a new id moves nothing).
 _AT_ONCE_TAIL = """{later_cte}, recorded AS (
     INSERT INTO qprint_job_event
         (event_id, job_id, device_id, source, type, message, detail, occurred_at, fingerprint)
@@ -649,9 +643,8 @@ _AT_ONCE_TAIL = """{later_cte}, recorded AS (
 )
 SELECT gate.*, recorded.event_id, recorded.id, recorded.recorded_at, moved.status,
        moved.status_reason, moved.received_at, moved.finished_at,
-       (%(ask_queued)s OR gate.status = 'CLAIMED')
-       AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = gate.device_id
-                   AND {claimable}) AS queued
+       %(ask_queued)s AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = gate.device_id
+                                  AND {claimable}) AS queued
 FROM gate LEFT JOIN recorded ON true LEFT JOIN moved ON true
 """.replace("{claimable}", raw.claimable_job("q"))
 #: One row of ``VALUES`` per event of the statement (``{n}``: its place in the run).
@@ -803,8 +796,7 @@ def _outcomes_of_run(
                 job.status, job.status_reason = event.type, _reason(event.message)
                 if event.type == JobStatus.RECEIVED:
                     job.received_at = move[2]
-            # ``queued`` was read when the job left CLAIMED (the gate's status was CLAIMED).
-            _moved(job, current, event.type, wake=not pushes_next and bool(queued))
+            _moved(job, current, event.type, wake=not pushes_next)
         event_pk, recorded_at = saved[event.event_id]
         recorded = _saved_row(job, job.device_id, event, fingerprint, event_pk, recorded_at)
         outcomes.append(
@@ -892,10 +884,8 @@ def _device_label(job: PrintJob) -> str:
 
 
 def _moved(job: PrintJob, current: str, target: str, *, wake: bool = True) -> None:
-    """What follows a move once it commits: the device is woken when the job left CLAIMED, the
-    application told. ``wake=False``: no wakeup, because the device's socket claims the next job
-    itself, or because the move's own statement saw no other job of the device to claim (a job
-    submitted after that statement began publishes its own wakeup once it commits)."""
+    """What follows a move once it commits: the device is woken (unless its socket claims the
+    next job itself: ``wake=False``), the application told."""
     logger.info(
         "job_status job=%s device=%s from=%s to=%s", job.pk, _device_label(job), current, target
     )

@@ -4,14 +4,13 @@ import itertools
 import uuid
 
 import pytest
-from django.db import connection
 
 from qprint import api
 from qprint.core.errors import EventRejected, Invalid, NotFound
 from qprint.core.states import RANK, JobStatus, is_final
 from qprint.domain.claim import claim_next_job
-from qprint.domain.events import SocketReport, record_device_event, record_socket_events
-from qprint.models import PrintJob, PrintJobEvent, WebhookEndpoint
+from qprint.domain.events import record_device_event
+from qprint.models import PrintJob, PrintJobEvent
 from qprint.signals import job_finished
 from tests.qprint.helpers import connect, event, make_device, recording_wakeups, submit
 
@@ -178,54 +177,12 @@ def test_an_invalid_body_is_refused_naming_the_field(device, claimed, change, fi
     assert not PrintJobEvent.objects.filter(source="DEVICE").exists()
 
 
-def report(device, job, way: str, *types: str) -> None:
-    """The device's events of ``job``: one by one as the HTTP API records them (``alone``, or
-    ``transaction``: a tenant with webhook endpoints, whose events take the transaction's way),
-    or all at once as a socket's frames sent without waiting (``run``)."""
-    if way == "run":
-        reports = [SocketReport(job.pk, event(job, t)) for t in types]
-        outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
-        assert all(not isinstance(o, Exception) for o in outcomes), outcomes
-        return
-    if way == "transaction":
-        WebhookEndpoint.objects.get_or_create(
-            tenant=device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
-        )
-    for t in types:
-        record_device_event(device, job.pk, event(job, t))
-
-
-WAYS = ["alone", "transaction", "run"]
-
-
-@pytest.mark.parametrize("way", WAYS)
-def test_leaving_claimed_wakes_the_device_after_commit_when_another_job_waits(
-    device, claimed, woken, django_capture_on_commit_callbacks, way
+def test_leaving_claimed_wakes_the_device_after_commit(
+    device, claimed, woken, django_capture_on_commit_callbacks
 ):
-    submit(device)
     with django_capture_on_commit_callbacks(execute=True):
-        report(device, claimed, way, "RECEIVED", "SPOOLED", "PRINTED")
-    assert [w for w in woken if w[2] == "job_released"] == [
-        (device.tenant, device.pk, "job_released")
-    ]
-
-
-@pytest.mark.parametrize("way", WAYS)
-def test_leaving_claimed_with_no_other_job_to_claim_wakes_nobody(
-    device, claimed, woken, django_capture_on_commit_callbacks, way
-):
-    # On PostgreSQL the event's statement reads the device's queue: a job submitted after it
-    # wakes the device itself. SQLite does not read it, and wakes the device.
-    submit(connect(make_device(name="other").device))  # another device's job does not count
-    with django_capture_on_commit_callbacks(execute=True):
-        report(device, claimed, way, "RECEIVED", "SPOOLED", "PRINTED")
-    released = [w for w in woken if w[2] == "job_released"]
-    if connection.vendor == "postgresql":
-        assert released == []
-    else:
-        assert released == [(device.tenant, device.pk, "job_released")]
-    claimed.refresh_from_db()
-    assert claimed.status == JobStatus.PRINTED
+        record_device_event(device, claimed.pk, event(claimed, "RECEIVED"))
+    assert (device.tenant, device.pk, "job_released") in woken
 
 
 def test_job_finished_is_sent_once_after_commit(

@@ -246,8 +246,7 @@ async def test_without_push_the_device_is_woken_as_before(device_and_token, sock
 
 async def test_received_over_the_pushing_socket_publishes_no_wakeup(device_and_token, sockets):
     """The socket that pushed the job claims the next one itself once RECEIVED is recorded: the
-    job leaving CLAIMED wakes nobody (over HTTP, or without push, it wakes the device when
-    another job waits, as here)."""
+    job leaving CLAIMED wakes nobody (over HTTP, or without push, it wakes the device)."""
     from qprint.domain import wakeups
 
     device, token = device_and_token
