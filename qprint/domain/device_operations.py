@@ -25,7 +25,7 @@ from typing import Any
 
 from qprint import documents
 from qprint.core import wire
-from qprint.core.errors import NotFound
+from qprint.core.errors import Invalid, NotFound
 from qprint.domain import commands, connection, credentials, events
 from qprint.domain.claim import (
     NOT_READ,
@@ -82,13 +82,21 @@ def claim(
     document_url: Callable[[Any], str],
     *,
     token_hash: str | None = None,
-    inline_max: int | None = None,
+    inline_asked: Callable[[], int | None] = lambda: None,
 ) -> Answer:
     """200 the assignment (with ``document_url(job_id)``), 204 nothing. ``device``: a socket's
     device id, or the token an HTTP request presents (matched in the claim's own lock).
     ``token_hash``: a socket's device, which must still hold that token (checked in the claim's
-    own lock). ``inline_max``: what the device asked for (capped by the transport): the body
-    carries the document as ``document_base64`` when it has at most that many bytes."""
+    own lock). ``inline_asked``: the transport's reading of the most bytes of a document the
+    request asks for inline (capped; None: not asked), which raises
+    :class:`~qprint.core.errors.Invalid` for a malformed one: the device's standing (401, 429,
+    403) is then answered first, as for a malformed event. The body carries the document as
+    ``document_base64`` when it has at most that many bytes."""
+    try:
+        inline_max = inline_asked()
+    except Invalid:
+        _standing(device, token_hash)
+        raise
     assignment = claim_next_job(device, token_hash=token_hash, inline_max=inline_max)
     if assignment is None:
         return Answer(204, None)
@@ -98,6 +106,15 @@ def claim(
         if document is not None:
             body[wire.DOCUMENT_BASE64] = base64.b64encode(document).decode("ascii")
     return Answer(200, body, assignment.more_queued)
+
+
+def _standing(device: int | credentials.PresentedToken, token_hash: str | None) -> None:
+    """The device's standing, answered before what its request says: the token an HTTP request
+    presents authenticated, or a socket's device still holding its token and enabled."""
+    if isinstance(device, credentials.PresentedToken):
+        device.authenticate()
+    elif token_hash is not None:
+        credentials.still_held(device, token_hash)
 
 
 def _assignment_body(assignment, document_url: Callable[[Any], str]) -> dict[str, Any]:

@@ -152,7 +152,7 @@ class OperationDriver:
             self.device_id,
             document_path,
             token_hash=self.session.token_hash,
-            inline_max=self.session.inline_asked(request),
+            inline_asked=lambda: self.session.inline_asked(request),
         )
 
     def _command_result(self, request: OperationRequest) -> device_operations.Answer:

@@ -38,7 +38,7 @@ def claim(request: HttpRequest, presented: PresentedToken) -> HttpResponse:
     answer = device_operations.claim(
         presented,
         lambda job_id: document_url(request, job_id),
-        inline_max=_inline_max_asked(request),
+        inline_asked=lambda: _inline_max_asked(request),
     )
     if answer.body is None:
         return HttpResponse(status=204)

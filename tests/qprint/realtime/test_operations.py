@@ -518,3 +518,25 @@ async def test_a_malformed_frame_behind_events_closes_4400_after_their_answers(
     assert (error["type"], error["code"]) == ("error", "protocol_error")
     assert await s.receive_close() == 4400
     assert await adb(lambda: PrintJob.objects.get(pk=job_id).status) == "RECEIVED"
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [(_disable_silently, (403, "disabled")), (_revoke_silently, (401, "unauthorized"))],
+    ids=["disabled", "unauthorized"],
+)
+async def test_a_malformed_inline_limit_of_a_revoked_device_is_refused_for_its_standing_first(
+    device_factory, sockets, change, expected, monkeypatch
+):
+    # As for a malformed event: the device's standing is answered before what the frame says.
+    # No bus for this socket: its reconcile would see the change and close 4001 first.
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    device, token = await adb(device_factory)
+    s = sockets(token)
+    await s.hello_and_ready()
+    await s.send({"type": "claim", "request_id": "first"})  # the state frame is handled
+    assert (await answer(s, "first"))["type"] == "nothing"
+    await adb(change, device)
+    await s.send({"type": "claim", "request_id": "c", "inline_max_bytes": -1})
+    status, refused = refusal(await answer(s, "c"))
+    assert (status, refused["error"]) == expected

@@ -206,6 +206,20 @@ def test_an_inline_limit_that_is_not_a_byte_count_is_refused_and_claims_nothing(
     ] == ("QUEUED")
 
 
+def test_a_malformed_inline_limit_with_a_bad_token_is_refused_for_the_token_first(client):
+    # As for a malformed event: the device's standing is answered before what the request says.
+    dev = make_device()
+    connect(dev.device)
+    headers = {"Qprint-Inline-Max-Bytes": "-1"}
+    wrong = {"HTTP_AUTHORIZATION": "Bearer qpd_not_a_token"}
+    answer = client.post(reverse("qprint:device-claim"), headers=headers, **wrong)
+    assert (answer.status_code, answer.json()["error"]) == (401, "unauthorized")
+    dev.device.enabled = False
+    dev.device.save(update_fields=["enabled"])
+    answer = client.post(reverse("qprint:device-claim"), headers=headers, **dev.auth)
+    assert (answer.status_code, answer.json()["error"]) == (403, "disabled")
+
+
 def test_claim_with_nothing_to_print_answers_204_without_body(client):
     dev = make_device()
     connect(dev.device)
