@@ -191,6 +191,21 @@ def _revoke_silently(device):
     )
 
 
+#: A device disabled or its token revoked while its socket stays open, and what its requests get.
+silently_refused = pytest.mark.parametrize(
+    ("change", "expected"),
+    [(_disable_silently, (403, "disabled")), (_revoke_silently, (401, "unauthorized"))],
+    ids=["disabled", "unauthorized"],
+)
+
+
+@pytest.fixture
+def busless(monkeypatch):
+    """No bus for the sockets: a reconcile after subscribing would see a silent change and close
+    4001 first (which is what a disabled device's socket does once it learns it)."""
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+
+
 @pytest.mark.parametrize(
     ("change", "apply", "expected"),
     [
@@ -419,17 +434,10 @@ async def test_claims_and_events_over_the_socket_are_counted_and_timed_like_http
     }
 
 
-@pytest.mark.parametrize(
-    ("change", "expected"),
-    [(_disable_silently, (403, "disabled")), (_revoke_silently, (401, "unauthorized"))],
-    ids=["disabled", "unauthorized"],
-)
+@silently_refused
 async def test_an_event_after_a_silent_revocation_is_refused_as_over_http(
-    device_factory, sockets, change, expected, monkeypatch
+    device_factory, sockets, change, expected, busless
 ):
-    # No bus for this socket: its reconcile after subscribing would see the change and close
-    # 4001 first (as in the claim's refusals above).
-    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
     device, token, s, assignment = await claimed_over_the_socket(device_factory, sockets)
     await adb(change, device)
     good = event_body(assignment["claim_id"], "RECEIVED")
@@ -520,17 +528,11 @@ async def test_a_malformed_frame_behind_events_closes_4400_after_their_answers(
     assert await adb(lambda: PrintJob.objects.get(pk=job_id).status) == "RECEIVED"
 
 
-@pytest.mark.parametrize(
-    ("change", "expected"),
-    [(_disable_silently, (403, "disabled")), (_revoke_silently, (401, "unauthorized"))],
-    ids=["disabled", "unauthorized"],
-)
+@silently_refused
 async def test_a_malformed_inline_limit_of_a_revoked_device_is_refused_for_its_standing_first(
-    device_factory, sockets, change, expected, monkeypatch
+    device_factory, sockets, change, expected, busless
 ):
     # As for a malformed event: the device's standing is answered before what the frame says.
-    # No bus for this socket: its reconcile would see the change and close 4001 first.
-    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
     device, token = await adb(device_factory)
     s = sockets(token)
     await s.hello_and_ready()
