@@ -206,6 +206,17 @@ class PresentedToken:
         return authenticate_device(self.secret, source=self.source, kind=self.kind)
 
 
+def answer_standing(device: int | PresentedToken, token_hash: str | None = None) -> None:
+    """Before a request's content is refused (422, 404): the device's standing, as the one way in
+    answers it (401, 429, 403). The token an HTTP request presents is authenticated; a socket's
+    device (its id) must still hold the token hashed ``token_hash`` and be enabled; a device
+    already authenticated (an id without ``token_hash``) has nothing left to answer."""
+    if isinstance(device, PresentedToken):
+        device.authenticate()
+    elif token_hash is not None:
+        still_held(device, token_hash)
+
+
 def jobs_device(*, by_token: bool) -> dict[str, Param]:
     """The filter of a job query on the device whose job it must be: by the device's id
     (placeholder ``device``), or (``by_token``) by the hash of the token a request presents and the

@@ -95,7 +95,7 @@ def claim(
     try:
         inline_max = inline_asked()
     except Invalid:
-        _standing(device, token_hash)
+        credentials.answer_standing(device, token_hash)
         raise
     assignment = claim_next_job(device, token_hash=token_hash, inline_max=inline_max)
     if assignment is None:
@@ -106,15 +106,6 @@ def claim(
         if document is not None:
             body[wire.DOCUMENT_BASE64] = base64.b64encode(document).decode("ascii")
     return Answer(200, body, assignment.more_queued)
-
-
-def _standing(device: int | credentials.PresentedToken, token_hash: str | None) -> None:
-    """The device's standing, answered before what its request says: the token an HTTP request
-    presents authenticated, or a socket's device still holding its token and enabled."""
-    if isinstance(device, credentials.PresentedToken):
-        device.authenticate()
-    elif token_hash is not None:
-        credentials.still_held(device, token_hash)
 
 
 def _assignment_body(assignment, document_url: Callable[[Any], str]) -> dict[str, Any]:

@@ -305,8 +305,7 @@ def _parsed(
         except ValueError:
             raise NotFound(message="No such job.") from None
     except (Invalid, NotFound):
-        if token_hash is not None:
-            credentials.still_held(device_id, token_hash)
+        credentials.answer_standing(device_id, token_hash)
         raise
     return job_uuid, event
 
@@ -319,7 +318,7 @@ def _presented_event(
         job_uuid, event = _parsed(job_id, payload)
     except (Invalid, NotFound):
         # The device's standing is answered first, as the HTTP API always did.
-        presented.authenticate()
+        credentials.answer_standing(presented)
         raise
     lock = {
         "job": job_uuid,
