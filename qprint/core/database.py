@@ -1,4 +1,5 @@
-"""Why the database does not answer: the cause that a connection pool hides.
+"""Why the database does not answer: the cause that a connection pool hides; and what a
+transport answers when it did not (:func:`answer_of`).
 
 With Django's psycopg pool (``OPTIONS["pool"]``, docs/INSTALL.md), a request that finds no
 connection fails with ``couldn't get a connection after 1.50 sec``: the pool's workers met the real
@@ -15,7 +16,9 @@ import logging
 import threading
 import time
 
-from django.db import connections
+from django.db import DataError, connections
+
+from qprint.core import errors
 
 logger = logging.getLogger("qprint.database")
 
@@ -85,3 +88,14 @@ def log_cause(exc: BaseException, alias: str = "default") -> None:
         )
     else:
         logger.error("database_unreachable alias=%s error=%s", alias, found)
+
+
+def answer_of(exc: Exception) -> tuple[int, str, str]:
+    """The status, error code and message a transport answers for what an operation raised: a
+    refusal's own; a value the database would not store, :data:`errors.DATA_REFUSED` (the
+    client's error); any other database error, :data:`errors.UNAVAILABLE`."""
+    if isinstance(exc, errors.QPrintError):
+        return exc.status, exc.code, exc.message
+    if isinstance(exc, DataError):
+        return errors.DATA_REFUSED
+    return errors.UNAVAILABLE

@@ -2,8 +2,15 @@
 
 Transports turn them into their own shapes: the HTTP views answer
 ``{"error": err.code, "message": err.message}`` with ``err.status``; commands raise
-``CommandError(err.message)``. The domain never imports a transport to do so.
+``CommandError(err.message)``. The domain never imports a transport to do so. A database error
+has its answer here too (:func:`qprint.core.database.answer_of`), the same on every transport.
+Imports nothing (the device session's rooms import it).
 """
+
+#: The answer to a request the database could not serve: not the client's fault, and not final.
+UNAVAILABLE = (503, "unavailable", "The database could not answer; retry shortly.")
+#: The answer to a request with a value the database would not store: the client's error.
+DATA_REFUSED = (422, "invalid", "The database refused a value of the request.")
 
 
 class QPrintError(Exception):

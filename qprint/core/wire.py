@@ -44,6 +44,10 @@ MORE_QUEUED_HEADER = "Qprint-More-Queued"
 DOCUMENT_BASE64 = "document_base64"
 INLINE_MAX_BYTES = "inline_max_bytes"
 INLINE_MAX_HEADER = "Qprint-Inline-Max-Bytes"
+#: The most events recorded together: the ``event`` frames a socket takes at once, the events of
+#: one HTTP request's list (its 200 answers each, in order, under ``results``).
+MAX_EVENTS_TOGETHER = 20
+RESULTS = "results"
 
 # -- frames: device -> server ----------------------------------------------------------------------
 STATE = "state"

@@ -38,9 +38,6 @@ from qprint.domain.claim import (
 from qprint.models import Device
 from qprint.models.serializers import assignment_body, command_object, event_object
 
-#: The answer to a request the database could not serve (the HTTP API's 503).
-UNAVAILABLE = (503, "unavailable", "The database could not answer; retry shortly.")
-
 
 @dataclass(frozen=True)
 class Answer:
@@ -200,14 +197,30 @@ def _event_answer(outcome: events.EventOutcome) -> Answer:
 
 
 def socket_events(
-    device_id: int, reports: list[events.SocketReport], *, token_hash: str
+    device_id: int, reports: list[events.EventReport], *, token_hash: str
 ) -> list[Answer | Exception]:
     """Consecutive event frames of one socket, answered in order as :func:`event` answers each
-    (an Answer, or the refusal or database error as raised), recorded in one transaction
-    (:func:`qprint.domain.events.record_socket_events`)."""
+    (an Answer, or the refusal or database error as raised: the transport answers it with
+    :func:`qprint.core.database.answer_of`), recorded in one transaction
+    (:func:`qprint.domain.events.record_events_together`)."""
+    return _event_answers(events.record_events_together(device_id, reports, token_hash=token_hash))
+
+
+def presented_events(
+    presented: credentials.PresentedToken, job_id: Any, bodies: list[Any]
+) -> list[Answer | Exception]:
+    """The events of one job that an HTTP request sends as a list, answered in order as
+    :func:`socket_events` answers a socket's (:func:`qprint.domain.events.record_presented_events`:
+    one statement for a job's SPOOLED and how it ended). 422 for an empty list or one longer than
+    :data:`~qprint.core.wire.MAX_EVENTS_TOGETHER`; the device's standing (401, 429, 403)
+    answers the whole request."""
+    return _event_answers(events.record_presented_events(presented, job_id, bodies))
+
+
+def _event_answers(outcomes: list[Any]) -> list[Answer | Exception]:
     return [
         _event_answer(outcome) if isinstance(outcome, events.EventOutcome) else outcome
-        for outcome in events.record_socket_events(device_id, reports, token_hash=token_hash)
+        for outcome in outcomes
     ]
 
 

@@ -28,7 +28,7 @@ joined to the device holding the token the request presents
 (:class:`qprint.domain.credentials.PresentedToken`) and checks the device's standing from that
 row: its token needs no lookup of its own.
 
-A device socket's events sent together (:func:`record_socket_events`) share one transaction, and
+A device socket's events sent together (:func:`record_events_together`) share one transaction, and
 a run of them about one job (each moving it forward from the one before, under one claim: a job's
 SPOOLED and how it ended) is one statement of the same form: the job locked once, the events
 inserted in the order they came only when the row says the judge would accept the first and none
@@ -66,7 +66,7 @@ from django.db.models import (
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from qprint.core import prepared
+from qprint.core import prepared, wire
 from qprint.core.device_events import (
     DeviceEvent,
     canonical_json,
@@ -141,20 +141,69 @@ def record_device_event(
 
 
 @dataclass(frozen=True)
-class SocketReport:
-    """One ``event`` frame of a device socket: the job, the HTTP event body, and whether the
-    socket pushes the next job after it (``pushes_next`` of :func:`record_device_event`)."""
+class EventReport:
+    """One event of several sent together (a socket's ``event`` frame, an item of an HTTP
+    request's list): the job, the HTTP event body, and whether the socket pushes the next job
+    after it (``pushes_next`` of :func:`record_device_event`)."""
 
     job_id: Any
     payload: Any
     pushes_next: bool = False
 
 
-def record_socket_events(
-    device_id: int, reports: list[SocketReport], *, token_hash: str
+def record_presented_events(
+    presented: credentials.PresentedToken, job_id: Any, payloads: list[Any]
 ) -> list[EventOutcome | QPrintError | DatabaseError]:
-    """Consecutive events of one device socket, sent without waiting for the answers
-    (docs/PROTOCOL.md, "Operations over the socket"), recorded in one transaction: one commit
+    """Several events of one job in one HTTP request (docs/API.md, "Several events of a job at
+    once"), each answered as :func:`record_device_event` answers it alone, in order. The request
+    is refused whole, with nothing recorded, for an empty or too long list, a malformed event
+    (422, naming it) and a job that is not the device's (404), each after the device's standing
+    (401, 429, 403). When the events make one run (:func:`_run_of`: a job's SPOOLED and how it
+    ended) that the judge accepts, one statement records them, the token matched in the job's
+    lock as for one event. Otherwise the token is authenticated first and they are recorded as a
+    socket's events are (:func:`record_events_together`)."""
+    try:
+        if not 1 <= len(payloads) <= wire.MAX_EVENTS_TOGETHER:
+            raise Invalid(
+                message=f"From 1 to {wire.MAX_EVENTS_TOGETHER} events may be sent at once."
+            )
+        parsed = [_parsed_item(job_id, payload, n) for n, payload in enumerate(payloads)]
+    except (Invalid, NotFound):
+        credentials.answer_standing(presented)
+        raise
+    reports = [EventReport(job_id, payload) for payload in payloads]
+    if connection.vendor == "postgresql" and _run_of(reports, parsed, 0) == len(reports):
+        job_uuid, run = _run_at(reports, parsed, 0, len(reports))
+        lock = _by_token(presented, job_uuid, run[0][0].event_id)
+        token = presented.token_hash
+        try:
+            outcomes = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, run)
+        except DatabaseError:  # nothing written (a later id taken meanwhile, say): as below
+            outcomes = None
+        if outcomes is not None:
+            return outcomes
+    device_id = presented.authenticate().pk
+    outcomes = record_events_together(device_id, reports, token_hash=None)
+    if isinstance(outcomes[0], NotFound):  # not the device's job: so for every event
+        raise outcomes[0]
+    return outcomes
+
+
+def _parsed_item(job_id: Any, payload: Any, n: int) -> tuple[uuid.UUID, DeviceEvent]:
+    """:func:`_parsed` of the event at index ``n`` of a list, its refusal naming it."""
+    try:
+        return _parsed(job_id, payload)
+    except Invalid as exc:
+        raise type(exc)(code=exc.code, message=f"Event {n}: {exc.message}") from None
+
+
+def record_events_together(
+    device_id: int, reports: list[EventReport], *, token_hash: str | None
+) -> list[EventOutcome | QPrintError | DatabaseError]:
+    """Consecutive events of one device, sent together: a socket's, sent without waiting for
+    the answers (docs/PROTOCOL.md, "Operations over the socket"), or an HTTP request's list
+    (:func:`record_presented_events`, its device authenticated: no ``token_hash``). Recorded in
+    one transaction: one commit
     instead of one per event, and one statement for each run of events of one job that follow
     each other (:func:`_run_of`: a job's SPOOLED and how it ended, say), or for each event alone,
     when it can be (:func:`_at_once`). When the whole batch is one such run, its statement
@@ -187,7 +236,7 @@ def record_socket_events(
 
 
 def _parsed_report(
-    device_id: int, report: SocketReport, token_hash: str
+    device_id: int, report: EventReport, token_hash: str | None
 ) -> tuple[uuid.UUID, DeviceEvent] | QPrintError:
     """The job's id and the event of ``report``, or the refusal its parsing raised."""
     try:
@@ -197,7 +246,7 @@ def _parsed_report(
 
 
 def _run_of(
-    reports: list[SocketReport], parsed: list[tuple[uuid.UUID, DeviceEvent] | QPrintError], at: int
+    reports: list[EventReport], parsed: list[tuple[uuid.UUID, DeviceEvent] | QPrintError], at: int
 ) -> int:
     """How many events from ``at`` on make one run, recorded in one statement: events of one
     job under one claim with ids of their own, each moving the job forward from the one before
@@ -229,7 +278,7 @@ def _run_of(
 
 
 def _run_at(
-    reports: list[SocketReport], parsed: list[Any], at: int, length: int
+    reports: list[EventReport], parsed: list[Any], at: int, length: int
 ) -> tuple[uuid.UUID, list[tuple[DeviceEvent, bool]]]:
     """The job and the events (each with its ``pushes_next``) of the run of ``length`` at ``at``."""
     return parsed[at][0], [(parsed[n][1], reports[n].pushes_next) for n in range(at, at + length)]
@@ -237,9 +286,9 @@ def _run_at(
 
 def _recorded_in_order(
     device_id: int,
-    reports: list[SocketReport],
+    reports: list[EventReport],
     parsed: list[tuple[uuid.UUID, DeviceEvent] | QPrintError],
-    token_hash: str,
+    token_hash: str | None,
     *,
     runs: bool = True,
 ) -> list[EventOutcome | QPrintError]:
@@ -278,7 +327,7 @@ def _recorded_in_order(
 
 
 def _alone(
-    device_id: int, report: SocketReport, token_hash: str
+    device_id: int, report: EventReport, token_hash: str | None
 ) -> EventOutcome | QPrintError | DatabaseError:
     """One event in its own transaction; the refusal or the database's error as its outcome."""
     try:
@@ -320,23 +369,13 @@ def _presented_event(
         # The device's standing is answered first, as the HTTP API always did.
         credentials.answer_standing(presented)
         raise
-    lock = {
-        "job": job_uuid,
-        "digest": presented.token_hash,
-        "kind": presented.kind,
-        "event_id": event.event_id,
-    }
+    lock = _by_token(presented, job_uuid, event.event_id)
     token = presented.token_hash
     outcomes = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, [(event, pushes_next)])
     if outcomes is not None:
         return outcomes[0]
     with transaction.atomic():
-        job = _LOCK_JOB_BY_TOKEN.first(
-            job=job_uuid,
-            digest=presented.token_hash,
-            kind=presented.kind,
-            event_id=event.event_id,
-        )
+        job = _LOCK_JOB_BY_TOKEN.first(**lock)
         if job is not None:
             presented.require(job.device_token_hash, job.device_enabled)
             return _record_locked(job, job.device_id, event, pushes_next)
@@ -345,6 +384,18 @@ def _presented_event(
     device_id = presented.authenticate().pk
     with transaction.atomic():
         return _device_event(device_id, job_uuid, event, None, pushes_next)
+
+
+def _by_token(
+    presented: credentials.PresentedToken, job_uuid: uuid.UUID, event_id: uuid.UUID
+) -> dict[str, Any]:
+    """The values of the job lock matched to the token an HTTP request presents."""
+    return {
+        "job": job_uuid,
+        "digest": presented.token_hash,
+        "kind": presented.kind,
+        "event_id": event_id,
+    }
 
 
 def _device_event_at_once(

@@ -126,13 +126,20 @@ def _answer_of(response: Any, answers: dict[int, str]) -> str:
         return str(status)
 
 
+#: The attribute of a response that answers several operations at once (a list of events):
+#: their ``(status, error code)`` in order, counted one by one in place of the response's own.
+SEVERAL_ANSWERS = "qprint_answers"
+
+
 def _answered(counter: Counter, histogram: Histogram, answers: dict[int, str]):
     def decorator(view: Callable[..., Any]) -> Callable[..., Any]:
         def observe(started: float, response: Any) -> Any:
             _labelled(histogram, "http").observe(time.perf_counter() - started)
-            _labelled(
-                counter, str(response.status_code), _answer_of(response, answers), "http"
-            ).inc()
+            several = getattr(response, SEVERAL_ANSWERS, None)
+            if several is None:
+                several = [(response.status_code, _answer_of(response, answers))]
+            for status, answer in several:
+                _labelled(counter, str(status), answers.get(status) or answer, "http").inc()
             return response
 
         if inspect.iscoroutinefunction(view):  # an async view (``run_async=True``)

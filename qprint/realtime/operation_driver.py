@@ -19,6 +19,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from qprint.core import wire
+from qprint.core.database import answer_of
 from qprint.core.errors import QPrintError
 from qprint.domain import device_operations, events
 from qprint.domain.claim import NOT_CLAIMED, Told
@@ -33,8 +34,6 @@ logger = logging.getLogger("qprint.socket")
 
 #: A push whose claim has not been made yet (:meth:`DeviceConsumer._carry_out`).
 NOT_FETCHED = object()
-#: Event frames recorded in one transaction at most (those already arrived, in order).
-MAX_EVENTS_AT_ONCE = 20
 
 
 class OperationDriver:
@@ -71,13 +70,11 @@ class OperationDriver:
 
     async def _answer(self, request: OperationRequest, answer: Any, started: float) -> None:
         """Send the answer frame of ``request`` (an Answer, or the refusal raised)."""
-        if isinstance(answer, QPrintError):
-            status, error = answer.status, answer.code
-            out = self.session.refused(request, answer.status, answer.code, answer.message)
-        elif isinstance(answer, DatabaseError):
-            logger.warning("socket_operation_failed device=%s error=%r", self.label, answer)
-            status, error = device_operations.UNAVAILABLE[:2]
-            out = self.session.refused(request, *device_operations.UNAVAILABLE)
+        if isinstance(answer, (QPrintError, DatabaseError)):
+            if isinstance(answer, DatabaseError):
+                logger.warning("socket_operation_failed device=%s error=%r", self.label, answer)
+            status, error, message = answer_of(answer)
+            out = self.session.refused(request, status, error, message)
         else:
             status, error = answer.status, ""
             out = self.session.answer(request, answer.status, answer.body, answer.queued)
@@ -93,7 +90,7 @@ class OperationDriver:
         started = time.perf_counter()
         batch = await self._arrived_events(first)
         reports = [
-            events.SocketReport(r.target, r.body, self.session.pushes_after(r)) for r in batch
+            events.EventReport(r.target, r.body, self.session.pushes_after(r)) for r in batch
         ]
         try:
             answers, pushed = await socket_db.run(self._events_then_push, batch, reports)
@@ -106,9 +103,10 @@ class OperationDriver:
 
     async def _arrived_events(self, first: OperationRequest) -> list[OperationRequest]:
         """``first`` and the event frames already arrived behind it (at most
-        :data:`MAX_EVENTS_AT_ONCE`); the first other message is held to run after them."""
+        :data:`~qprint.core.wire.MAX_EVENTS_TOGETHER`); the first other message is held to run
+        after them."""
         batch = [first]
-        while len(batch) < MAX_EVENTS_AT_ONCE:
+        while len(batch) < wire.MAX_EVENTS_TOGETHER:
             message = await self.arrived()
             if message is None:
                 break
@@ -127,7 +125,7 @@ class OperationDriver:
         return batch
 
     def _events_then_push(
-        self, batch: list[OperationRequest], reports: list[events.SocketReport]
+        self, batch: list[OperationRequest], reports: list[events.EventReport]
     ) -> tuple[list[Any], Any]:
         """On a socket thread: the events, then (when one released the job last pushed and its
         statement saw another job queued, or could not tell) the claim for the next job, so the

@@ -10,10 +10,15 @@ events, the commands.
 
 from __future__ import annotations
 
+import logging
+from typing import Any
+
+from django.db import DatabaseError
 from django.http import HttpRequest, HttpResponse
 
 from qprint.core import wire
 from qprint.core.conf import qprint_settings
+from qprint.core.database import answer_of
 from qprint.core.errors import Invalid
 from qprint.domain import device_operations, devices, jobs
 from qprint.domain.credentials import PresentedToken
@@ -25,8 +30,10 @@ from qprint.views.http import (
     json_response,
     read_json_object,
     read_json_value,
-    read_presented_json_object,
+    read_presented_json_value,
 )
+
+logger = logging.getLogger("qprint.http")
 
 
 @instruments.measure_claim
@@ -85,12 +92,30 @@ def job_document(request: HttpRequest, presented: PresentedToken, job_id: str) -
 @instruments.measure_event
 @device_endpoint("POST", run_async=True, deferred=True)
 def job_events(request: HttpRequest, presented: PresentedToken, job_id: str) -> HttpResponse:
-    """201 a new event, 200 the replay of one already recorded (same id, same content). The
-    token is matched in the event's own lock (``deferred``)."""
-    answer = device_operations.event(
-        presented, job_id, read_presented_json_object(request, presented)
-    )
+    """201 a new event, 200 the replay of one already recorded (same id, same content). A list
+    of events is answered 200 ``{"results": [...]}``, one answer per event in order, each as it
+    would have been alone (``{status, event}`` or ``{status, error, message}``). The token is
+    matched in the event's own lock (``deferred``)."""
+    body = read_presented_json_value(request, presented)
+    if isinstance(body, list):
+        answers = device_operations.presented_events(presented, job_id, body)
+        results = [_event_result(answer) for answer in answers]
+        response = json_response({wire.RESULTS: results})
+        several = [(result["status"], result.get("error", "")) for result in results]
+        setattr(response, instruments.SEVERAL_ANSWERS, several)
+        return response
+    answer = device_operations.event(presented, job_id, body)
     return json_response(answer.body, status=answer.status)
+
+
+def _event_result(answer: device_operations.Answer | Exception) -> dict[str, Any]:
+    """One event's answer in a list's ``results``: what the socket's answer frame carries."""
+    if isinstance(answer, device_operations.Answer):
+        return {"status": answer.status, "event": answer.body}
+    if isinstance(answer, DatabaseError):
+        logger.warning("api_event_failed error=%r", answer)
+    status, code, message = answer_of(answer)
+    return {"status": status, "error": code, "message": message}
 
 
 @device_endpoint("POST", run_async=True)

@@ -20,7 +20,7 @@ from django.db import DatabaseError, DataError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from qprint.core import database, executor, inputs
+from qprint.core import database, errors, executor, inputs
 from qprint.core.errors import QPrintError, RateLimited
 from qprint.domain import credentials, throttle
 
@@ -56,6 +56,14 @@ def unauthorized(message: str) -> RequestError:
 def invalid(field: str, problem: str) -> RequestError:
     """A 422 naming the field at fault."""
     return RequestError("invalid", 422, f"{field}: {problem}")
+
+
+def answer_error(
+    answer: tuple[int, str, str], headers: dict[str, str] | None = None
+) -> JsonResponse:
+    """:func:`error_response` of a ``(status, code, message)`` (:func:`database.answer_of`)."""
+    status, code, message = answer
+    return error_response(code, status, message, headers)
 
 
 def bearer_token(request: HttpRequest) -> str:
@@ -99,18 +107,13 @@ def serve(
         # store): the client's error, not an outage. qprint.core.inputs refuses what it knows
         # of first, naming the field; this is the net under it.
         logger.warning("api_data_refused path=%s error=%s", request.path, exc)
-        return error_response("invalid", 422, "The database refused a value of the request.")
+        return answer_error(errors.DATA_REFUSED)
     except DatabaseError as exc:
         # Not the client's fault and not final: agents and applications retry a 503.
         # Never a 401/403 here, which would tell an agent to stop and ask a person.
         logger.error("api_database_unavailable path=%s error=%s", request.path, exc, exc_info=True)
         database.log_cause(exc)  # a pool timeout hides the database's own error: name it
-        return error_response(
-            "unavailable",
-            503,
-            "The database could not answer; retry shortly.",
-            {"Retry-After": "5"},
-        )
+        return answer_error(errors.UNAVAILABLE, {"Retry-After": "5"})
 
 
 def _not_allowed(request: HttpRequest, allowed: tuple[str, ...]) -> HttpResponse | None:
@@ -280,14 +283,12 @@ def read_json_object(request: HttpRequest, limit: int = MAX_JSON_BODY_BYTES) -> 
     return body
 
 
-def read_presented_json_object(
-    request: HttpRequest, presented: credentials.PresentedToken
-) -> dict[str, Any]:
-    """:func:`read_json_object` for a ``deferred`` device view: a body it refuses (415, 413,
+def read_presented_json_value(request: HttpRequest, presented: credentials.PresentedToken) -> Any:
+    """:func:`read_json_value` for a ``deferred`` device view: a body it refuses (415, 413,
     422) is answered after the device's standing (401, 429, 403), as when the token was looked up
     before the view ran."""
     try:
-        return read_json_object(request)
+        return read_json_value(request)
     except QPrintError:
         presented.authenticate()
         raise

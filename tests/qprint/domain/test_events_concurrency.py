@@ -94,7 +94,7 @@ def test_a_sockets_run_and_a_final_outcome_at_once_end_the_job_once():
     arrives three times at once, round after round: either the run is recorded whole and every
     FAILED refused, or one FAILED wins and the run's events are refused; never both, never half
     a run."""
-    from qprint.domain.events import SocketReport, record_socket_events
+    from qprint.domain.events import EventReport, record_events_together
 
     device = connect(make_device().device)
     for _ in range(ROUNDS):
@@ -102,11 +102,11 @@ def test_a_sockets_run_and_a_final_outcome_at_once_end_the_job_once():
         claim_next_job(device.pk)
         job.refresh_from_db()
         record_device_event(device, job.pk, event(job, "RECEIVED"))
-        run = [SocketReport(job.pk, event(job, kind)) for kind in ("SPOOLED", "PRINTED")]
+        run = [EventReport(job.pk, event(job, kind)) for kind in ("SPOOLED", "PRINTED")]
 
         def deliver(i, job=job, run=run):
             if i == 0:
-                return record_socket_events(device.pk, run, token_hash=device.token_hash)
+                return record_events_together(device.pk, run, token_hash=device.token_hash)
             return record_device_event(device, job.pk, event(job, "FAILED"))
 
         results = run_concurrently(4, deliver)

@@ -426,6 +426,32 @@ def test_an_http_event_is_one_round_trip_its_token_matched_in_the_lock(
     assert '"token_hash" =' in sent[2] and "qprint_job_event" in sent[3], sent
 
 
+def test_an_http_list_of_a_jobs_spooled_and_printed_is_one_round_trip(
+    client, views_on_this_thread, held
+):
+    """A job's SPOOLED and how it ended in one request: one statement, the token matched in the
+    job's lock, as one event is; sent again (each a replay), the one way in, then a transaction
+    that answers each, the device known by its id."""
+    made, assignment = held
+    record_device_event(made.device, assignment.job_id, event(assignment.claim_id, "RECEIVED"))
+    url = reverse("qprint:device-job-events", args=[assignment.job_id])
+    body = [event(assignment.claim_id, "SPOOLED"), event(assignment.claim_id, "PRINTED")]
+
+    def report():
+        return client.post(url, body, content_type="application/json", **made.auth)
+
+    answer, sent = round_trips(report)
+    assert [r["status"] for r in answer.json()["results"]] == [201, 201]
+    assert len(sent) == 1, sent
+    assert sent[0].lstrip().startswith("WITH gate AS") and '"token_hash" =' in sent[0], sent
+    assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
+
+    replay, sent = round_trips(report)
+    assert [r["status"] for r in replay.json()["results"]] == [200, 200]
+    assert '"token_hash" =' in sent[1] and "BEGIN" in sent and sent[-1] == "COMMIT", sent
+    assert not any('"token_hash" =' in q for q in sent[2:]), sent
+
+
 def test_an_http_download_is_one_statement_its_token_and_document_read_with_the_job(
     client, views_on_this_thread, held
 ):
@@ -438,23 +464,23 @@ def test_an_http_download_is_one_statement_its_token_and_document_read_with_the_
 
 
 def _report(assignment, kind, **kwargs):
-    from qprint.domain.events import SocketReport
+    from qprint.domain.events import EventReport
 
-    return SocketReport(assignment.job_id, event(assignment.claim_id, kind), **kwargs)
+    return EventReport(assignment.job_id, event(assignment.claim_id, kind), **kwargs)
 
 
 def test_a_sockets_run_of_one_jobs_events_is_one_statement_with_no_transaction():
     """RECEIVED, SPOOLED and PRINTED of one job, sent together: one statement, committed by
     itself; the rows in the order sent, the job moved once, each answer the job as it stood after
     its own event."""
-    from qprint.domain.events import record_socket_events
+    from qprint.domain.events import record_events_together
 
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
     reports = [_report(assignment, kind) for kind in ("RECEIVED", "SPOOLED", "PRINTED")]
     outcomes, sent = round_trips(
-        lambda: record_socket_events(device.pk, reports, token_hash=device.token_hash)
+        lambda: record_events_together(device.pk, reports, token_hash=device.token_hash)
     )
     assert [o.event.type for o in outcomes] == ["RECEIVED", "SPOOLED", "PRINTED"]
     assert [o.job.status for o in outcomes] == ["RECEIVED", "SPOOLED", "PRINTED"]
@@ -473,18 +499,18 @@ def test_a_sockets_run_of_one_jobs_events_is_one_statement_with_no_transaction()
 def test_a_batch_of_two_jobs_is_one_transaction_of_one_statement_per_job():
     """A job's SPOOLED and PRINTED, then the next job's RECEIVED: BEGIN, the run, the event
     alone, COMMIT."""
-    from qprint.domain.events import record_socket_events
+    from qprint.domain.events import record_events_together
 
     device = connect(make_device().device)
     submit(device)
     submit(device)
     first = claim_next_job(device.pk)
     reports = [_report(first, "RECEIVED")]
-    record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    record_events_together(device.pk, reports, token_hash=device.token_hash)
     second = claim_next_job(device.pk)
     reports = [_report(first, "SPOOLED"), _report(first, "PRINTED"), _report(second, "RECEIVED")]
     outcomes, sent = round_trips(
-        lambda: record_socket_events(device.pk, reports, token_hash=device.token_hash)
+        lambda: record_events_together(device.pk, reports, token_hash=device.token_hash)
     )
     assert [(o.job.pk, o.job.status) for o in outcomes] == [
         (first.job_id, "SPOOLED"),
@@ -498,16 +524,18 @@ def test_a_batch_of_two_jobs_is_one_transaction_of_one_statement_per_job():
 def test_a_run_with_a_replay_in_it_is_answered_event_by_event():
     """The run's first event was recorded before (the device sends it again with the next one):
     the run's statement writes nothing; the replay is answered as one, the next one recorded."""
-    from qprint.domain.events import record_socket_events
+    from qprint.domain.events import record_events_together
 
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
     spooled = _report(assignment, "SPOOLED")
-    record_socket_events(device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash)
-    record_socket_events(device.pk, [spooled], token_hash=device.token_hash)
+    record_events_together(
+        device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash
+    )
+    record_events_together(device.pk, [spooled], token_hash=device.token_hash)
     reports = [spooled, _report(assignment, "PRINTED")]
-    outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    outcomes = record_events_together(device.pk, reports, token_hash=device.token_hash)
     assert [(o.created, o.event.type, o.job.status) for o in outcomes] == [
         (False, "SPOOLED", "SPOOLED"),
         (True, "PRINTED", "PRINTED"),
@@ -518,20 +546,22 @@ def test_a_run_with_a_replay_in_it_is_answered_event_by_event():
 def test_a_run_whose_later_id_another_job_took_records_the_rest_and_refuses_that_one():
     """The run's PRINTED comes under an event id already recorded for another job: the run's
     statement writes nothing, then SPOOLED is recorded alone and PRINTED refused as a conflict."""
-    from qprint.domain.events import record_socket_events
+    from qprint.domain.events import record_events_together
 
     device = connect(make_device().device)
     submit(device)
     submit(device)
     other = claim_next_job(device.pk)
     taken = _report(other, "RECEIVED")
-    record_socket_events(device.pk, [taken], token_hash=device.token_hash)
-    record_socket_events(device.pk, [_report(other, "PRINTED")], token_hash=device.token_hash)
+    record_events_together(device.pk, [taken], token_hash=device.token_hash)
+    record_events_together(device.pk, [_report(other, "PRINTED")], token_hash=device.token_hash)
     assignment = claim_next_job(device.pk)
-    record_socket_events(device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash)
+    record_events_together(
+        device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash
+    )
     printed = _report(assignment, "PRINTED")
     printed.payload["event_id"] = taken.payload["event_id"]
-    outcomes = record_socket_events(
+    outcomes = record_events_together(
         device.pk, [_report(assignment, "SPOOLED"), printed], token_hash=device.token_hash
     )
     assert outcomes[0].created and outcomes[0].job.status == "SPOOLED"
@@ -563,7 +593,7 @@ def test_a_database_error_in_a_batch_records_each_event_alone(monkeypatch):
     # Both ways of recording an event (the batch's, and each event's alone) insert it there.
     monkeypatch.setattr(prepared, "fetch", refuse_spooled)
     reports = [_report(assignment, kind) for kind in ("RECEIVED", "SPOOLED", "PRINTED")]
-    outcomes = events.record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    outcomes = events.record_events_together(device.pk, reports, token_hash=device.token_hash)
     assert outcomes[0].created and outcomes[2].created
     assert isinstance(outcomes[1], DataError)
     recorded = PrintJobEvent.objects.filter(job_id=assignment.job_id, source="DEVICE")
@@ -572,13 +602,13 @@ def test_a_database_error_in_a_batch_records_each_event_alone(monkeypatch):
 
 def test_a_refusal_in_a_batch_stops_nothing_else():
     from qprint.core.errors import QPrintError
-    from qprint.domain.events import record_socket_events
+    from qprint.domain.events import record_events_together
 
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
     reports = [_report(assignment, kind) for kind in ("RECEIVED", "QUEUED", "PRINTED")]
-    outcomes = record_socket_events(device.pk, reports, token_hash=device.token_hash)
+    outcomes = record_events_together(device.pk, reports, token_hash=device.token_hash)
     assert outcomes[0].created and outcomes[2].created
     assert isinstance(outcomes[1], QPrintError) and outcomes[1].status == 422  # not a device's
     assert PrintJob.objects.get(pk=assignment.job_id).status == "PRINTED"
@@ -658,16 +688,18 @@ def test_the_submissions_statement_is_django_s_to_execute_wrappers_and_errors():
 def test_a_run_opening_with_received_again_keeps_the_time_the_job_was_received():
     """RECEIVED reported again under a new id, then SPOOLED, in one run: both recorded, the job
     SPOOLED, its ``received_at`` still the first RECEIVED's."""
-    from qprint.domain.events import record_socket_events
+    from qprint.domain.events import record_events_together
 
     device = connect(make_device().device)
     submit(device)
     assignment = claim_next_job(device.pk)
-    record_socket_events(device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash)
+    record_events_together(
+        device.pk, [_report(assignment, "RECEIVED")], token_hash=device.token_hash
+    )
     received_at = PrintJob.objects.get(pk=assignment.job_id).received_at
     reports = [_report(assignment, "RECEIVED"), _report(assignment, "SPOOLED")]
     outcomes, sent = round_trips(
-        lambda: record_socket_events(device.pk, reports, token_hash=device.token_hash)
+        lambda: record_events_together(device.pk, reports, token_hash=device.token_hash)
     )
     assert [(o.created, o.job.status) for o in outcomes] == [
         (True, "RECEIVED"),

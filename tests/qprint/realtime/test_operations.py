@@ -475,13 +475,13 @@ async def test_events_sent_without_waiting_are_recorded_together_and_answered_in
     from qprint.domain import events
 
     batches: list[int] = []
-    real = events.record_socket_events
+    real = events.record_events_together
 
     def spy(device_id, reports, **kwargs):
         batches.append(len(reports))
         return real(device_id, reports, **kwargs)
 
-    monkeypatch.setattr(events, "record_socket_events", spy)
+    monkeypatch.setattr(events, "record_events_together", spy)
     _, s, assignment = await _claimed_with_socket(device_factory, sockets)
     job_id, claim_id = assignment["job_id"], assignment["claim_id"]
     for rid, kind in (("r", "RECEIVED"), ("s", "SPOOLED"), ("p", "PRINTED")):
