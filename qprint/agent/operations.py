@@ -13,16 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import re
 from collections.abc import Iterable
 from typing import Any
 
 import httpx
 
 from qprint.agent import protocol as p
-
-_COMMAND_RESULT = re.compile(r"api/v1/device/commands/(?P<id>[^/]+)/result$")
-_EVENTS = re.compile(r"api/v1/device/jobs/(?P<id>[^/]+)/events$")
 
 
 class OperationUnavailable(httpx.TransportError):
@@ -141,10 +137,8 @@ class DeviceApi:
     def ordered(self, path: str) -> bool:
         """Whether the report for ``path`` travels on the socket, where the server answers frames
         in the order they were sent: then reports may be sent without waiting for each answer."""
-        events, result = _EVENTS.search(path), _COMMAND_RESULT.search(path)
-        return bool(
-            (events and self._socket("event")) or (result and self._socket("command_result"))
-        )
+        job, command = p.Endpoints.events_job(path), p.Endpoints.result_command(path)
+        return bool((job and self._socket("event")) or (command and self._socket("command_result")))
 
     async def report(
         self, endpoints: p.Endpoints, path: str, body: dict[str, Any], *, socket_only=False
@@ -152,11 +146,11 @@ class DeviceApi:
         """POST ``body`` to ``path`` (an event or a command result), or its frame.
         ``socket_only``: a report sent without waiting for the one before it, which only the
         socket keeps in order; without the socket it fails like a network error."""
-        events, result = _EVENTS.search(path), _COMMAND_RESULT.search(path)
-        if events and (ops := self._socket("event")) is not None:
-            return await ops.call(lambda rid: p.event_request(rid, events["id"], body))
-        if result and (ops := self._socket("command_result")) is not None:
-            return await ops.call(lambda rid: p.command_result_request(rid, result["id"], body))
+        job, command = p.Endpoints.events_job(path), p.Endpoints.result_command(path)
+        if job and (ops := self._socket("event")) is not None:
+            return await ops.call(lambda rid: p.event_request(rid, job, body))
+        if command and (ops := self._socket("command_result")) is not None:
+            return await ops.call(lambda rid: p.command_result_request(rid, command, body))
         if socket_only:
             raise OperationUnavailable("the socket closed")
         return await self.http.post(endpoints.base + path, json=body)

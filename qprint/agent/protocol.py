@@ -7,6 +7,7 @@ only builds and checks frames and URLs: no I/O happens here.
 import base64
 import binascii
 import json
+import re
 import uuid
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -211,6 +212,26 @@ def answer_of(frame: dict[str, Any]) -> tuple[int, dict[str, Any] | None, dict[s
     raise ProtocolError(f"{kind!r} is not an answer")
 
 
+#: The most events of one job sent in one HTTP request (the server's limit).
+EVENTS_PER_REQUEST = wire.MAX_EVENTS_TOGETHER
+
+
+def event_list_answers(body: Any, sent: int) -> list[tuple[int, str]] | None:
+    """The ``(status, error code)`` of each of the ``sent`` events of a list that the server
+    answered 200 ``{"results": [...]}`` (docs/API.md, "Several events of a job at once"), in
+    order; None when the answer is not that (a server that takes one event per request)."""
+    results = body.get(wire.RESULTS) if isinstance(body, dict) else None
+    if not isinstance(results, list) or len(results) != sent:
+        return None
+    answers = []
+    for result in results:
+        status = result.get("status") if isinstance(result, dict) else None
+        if not isinstance(status, int) or isinstance(status, bool):
+            return None
+        answers.append((status, str(result.get("error") or "")))
+    return answers
+
+
 def more_queued(response: Any) -> bool | None:
     """What a claim's 200 says of the device's queue (docs/PROTOCOL.md, "Operations over the
     socket"): whether another job waited behind the one handed out; None when the server did not
@@ -347,3 +368,19 @@ class Endpoints:
     @staticmethod
     def command_result_path(command_id: str) -> str:
         return f"api/v1/device/commands/{command_id}/result"
+
+    @staticmethod
+    def events_job(path: str) -> str | None:
+        """The job of an :meth:`events_path`, or None for another path."""
+        match = _EVENTS_PATH.search(path)
+        return match["id"] if match else None
+
+    @staticmethod
+    def result_command(path: str) -> str | None:
+        """The command of a :meth:`command_result_path`, or None for another path."""
+        match = _COMMAND_RESULT_PATH.search(path)
+        return match["id"] if match else None
+
+
+_EVENTS_PATH = re.compile(r"api/v1/device/jobs/(?P<id>[^/]+)/events$")
+_COMMAND_RESULT_PATH = re.compile(r"api/v1/device/commands/(?P<id>[^/]+)/result$")

@@ -67,21 +67,72 @@ class Reporter:
         self.journal = journal
         self.http = http
         self.api = api or DeviceApi(http, None)  # over the socket when the server offers it
+        #: Whether a job's events waiting together go in one request (until the server, an
+        #: older one, does not answer a list).
+        self.event_lists = True
         self._lock = asyncio.Lock()
         self._in_flight: dict[int, asyncio.Future] = {}
         self._background: set[asyncio.Future] = set()
 
     async def flush(self, endpoints: Endpoints) -> bool:
-        """True when nothing is left to send."""
+        """True when nothing is left to send. Over HTTP the events of one job that wait together
+        (a job's SPOOLED and how it ended) go in one request, as a list, while the server takes
+        lists."""
         if self.pipelined:
             return await self._flush_pipelined(endpoints)
         async with self._lock:
-            report = await self.journal.next_report()
-            while report is not None:
-                sent, report = await self._send(endpoints, report)
+            while reports := await self.journal.pending(p.EVENTS_PER_REQUEST):
+                together = self._together(reports)
+                if together > 1:
+                    sent = await self._send_list(endpoints, reports[:together])
+                else:
+                    sent, _ = await self._send(endpoints, reports[0], following=False)
                 if not sent:
                     return False
             return True
+
+    def _together(self, reports: list[j.Report]) -> int:
+        """How many reports from the first on are events of one job (one path), sent in one
+        request while the server takes lists."""
+        first = reports[0].path
+        if not self.event_lists or Endpoints.events_job(first) is None:
+            return 1
+        count = 1
+        while count < len(reports) and reports[count].path == first:
+            count += 1
+        return count
+
+    async def _send_list(self, endpoints: Endpoints, reports: list[j.Report]) -> bool:
+        """Send the events of ``reports`` (one job's) in one request, and settle each by its own
+        answer, in order. A server that does not answer a list (an older one) answers it whole:
+        the reports stay, and from then on go one by one."""
+        try:
+            response = await self.http.post(
+                endpoints.base + reports[0].path, json=[report.body for report in reports]
+            )
+        except httpx.HTTPError as exc:
+            self._deferred(reports[0], f"error={exc.__class__.__name__}")
+            return False
+        status = response.status_code
+        if _retried(status):
+            self._deferred(reports[0], f"status={status}")
+            return False
+        try:
+            body = response.json() if status == 200 else None
+        except ValueError:
+            body = None
+        answers = p.event_list_answers(body, len(reports))
+        if answers is None and status == 404:  # not the device's job: so for each of its events
+            answers = [(status, error_code(response))] * len(reports)
+        if answers is None:
+            self.event_lists = False
+            logger.info("event_lists_not_taken device=%s status=%s", self.device, status)
+            return True  # nothing settled: the next round sends them one by one
+        for report, (status, code) in zip(reports, answers, strict=True):
+            sent, _ = await self._settle(report, status, code, following=False)
+            if not sent:
+                return False
+        return True
 
     def flush_soon(self, endpoints: Endpoints) -> None:
         """Start sending the outbox without waiting for the answers (on the socket, whose
@@ -122,37 +173,46 @@ class Reporter:
 
     async def _deliver(self, endpoints: Endpoints, report: j.Report) -> bool:
         try:
-            sent, _ = await self._send(endpoints, report, following=False)
+            sent, _ = await self._send(endpoints, report, following=False, socket_only=True)
             return sent
         finally:
             self._in_flight.pop(report.seq, None)
 
     async def _send(
-        self, endpoints: Endpoints, report: j.Report, following: bool = True
+        self,
+        endpoints: Endpoints,
+        report: j.Report,
+        *,
+        following: bool = True,
+        socket_only: bool = False,
     ) -> tuple[bool, j.Report | None]:
         """(acknowledged, the next report to send); not acknowledged: stop this flush.
-        ``following=False``: the next report is not wanted (pipelined: it was sent already)."""
+        ``following=False``: the next report is not wanted (the caller reads the outbox itself,
+        or, pipelined, sent it already). ``socket_only``: as :meth:`DeviceApi.report` says."""
         try:
             response = await self.api.report(
-                endpoints, report.path, report.body, socket_only=not following
+                endpoints, report.path, report.body, socket_only=socket_only
             )
         except httpx.HTTPError as exc:
-            logger.info(
-                "report_deferred device=%s key=%s error=%s",
-                self.device,
-                report.key,
-                exc.__class__.__name__,
-            )
+            self._deferred(report, f"error={exc.__class__.__name__}")
             return False, None
         status = response.status_code
+        code = error_code(response) if status >= 400 else ""
+        return await self._settle(report, status, code, following)
+
+    def _deferred(self, report: j.Report, why: str) -> None:
+        logger.info("report_deferred device=%s key=%s %s", self.device, report.key, why)
+
+    async def _settle(
+        self, report: j.Report, status: int, code: str, following: bool
+    ) -> tuple[bool, j.Report | None]:
+        """Acknowledge ``report`` by the server's answer (``status``, the error ``code``), or
+        leave it for the next flush (False): as :meth:`_send` says."""
         if status in (200, 201):
             return True, await self.journal.acknowledge(report.seq, "ok", following=following)
-        if status in (401, 403, 408, 429) or status >= 500:
-            logger.info(
-                "report_deferred device=%s key=%s status=%s", self.device, report.key, status
-            )
+        if _retried(status):
+            self._deferred(report, f"status={status}")
             return False, None
-        code = error_code(response)
         after = await self.journal.acknowledge(report.seq, f"{status}:{code}", following=following)
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
@@ -167,6 +227,11 @@ class Reporter:
             # Cancelled before we received it: never print it.
             await self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
         return True, after
+
+
+def _retried(status: int) -> bool:
+    """Whether a report answered ``status`` stays for the next flush (not acknowledged)."""
+    return status in (401, 403, 408, 429) or status >= 500
 
 
 @dataclass(frozen=True)
@@ -252,8 +317,7 @@ class JobRunner:
             )
             if entry.state == j.SPOOLED and entry.spool_ref:
                 await self.finish_spooled(endpoints, entry)
-            await self.reporter.flush(endpoints)
-            return DONE
+            return await self._told(endpoints)
         logger.info(
             "job_claimed device=%s job=%s claim=%s document=%s",
             self.device,
@@ -280,8 +344,7 @@ class JobRunner:
             logger.warning(
                 "job_failed device=%s job=%s reason=%s", self.device, a.job_id, failure[0]
             )
-            await self.reporter.flush(endpoints)
-            return DONE
+            return await self._told(endpoints)
 
         if not inline:
             await self.journal.advance(
@@ -297,8 +360,12 @@ class JobRunner:
             return DONE
 
         await self._submit(endpoints, a, data)
-        await self.reporter.flush(endpoints)
-        return DONE
+        return await self._told(endpoints)
+
+    async def _told(self, endpoints: Endpoints) -> str:
+        """DONE once the server has acknowledged what the journal has to tell it; RETRY_LATER
+        while a report waits (the device's loop flushes it again after a delay)."""
+        return DONE if await self.reporter.flush(endpoints) else RETRY_LATER
 
     async def resume_received(self, endpoints: Endpoints) -> bool:
         """Finish jobs whose RECEIVED the server acknowledged after we had to put them aside.

@@ -76,6 +76,12 @@ class FakeServer:
         #: Upgrades answered with ``refuse_upgrade``'s status.
         self.refused_upgrades = 0
         self.fail_event_posts = 0
+        #: Events of these types answered 503 once each (an outage while they are recorded).
+        self.fail_event_types: list[str] = []
+        #: Whether a list of events is answered (else 422, as by a server before lists).
+        self.takes_event_lists = True
+        #: How many events each POST to an events endpoint carried, in order.
+        self.event_posts: list[int] = []
         #: Downloads answered 503 before the document is served again.
         self.fail_downloads = 0
         self._front: asyncio.base_events.Server | None = None
@@ -214,7 +220,21 @@ class FakeServer:
                 return 503, {"error": "unavailable", "message": ""}, "application/json"
             return 200, job.data, job.content_type
         if method == "POST" and len(parts) == 3 and parts[0] == "jobs" and parts[2] == "events":
-            return self._event(device, parts[1], data)
+            self.event_posts.append(len(data) if isinstance(data, list) else 1)
+            if not isinstance(data, list):
+                return self._event(device, parts[1], data)
+            if not self.takes_event_lists:  # as a server that takes one event per request
+                return 422, {"error": "invalid", "message": "an object"}, "application/json"
+            job = self.jobs.get(parts[1])
+            if job is None or job.token != token:  # not the device's job: the whole list
+                return 404, {"error": "not_found", "message": ""}, "application/json"
+            results = []
+            for item in data:
+                status, answer, _ = self._event(device, parts[1], item)
+                results.append(
+                    {"status": status, **(answer if status >= 400 else {"event": answer})}
+                )
+            return 200, {"results": results}, "application/json"
         if method == "POST" and len(parts) == 3 and parts[0] == "commands":
             self.command_results[parts[1]] = data
             return 200, {"ok": True}, "application/json"
@@ -254,8 +274,11 @@ class FakeServer:
         )
 
     def _event(self, device: FakeDevice, job_id: str, body: dict):
-        if self.fail_event_posts > 0:
-            self.fail_event_posts -= 1
+        if self.fail_event_posts > 0 or body.get("type") in self.fail_event_types:
+            if body.get("type") in self.fail_event_types:
+                self.fail_event_types.remove(body["type"])
+            else:
+                self.fail_event_posts -= 1
             return 503, {"error": "unavailable", "message": ""}, "application/json"
         job = self.jobs[job_id]
         first = self.events.get(body["event_id"])

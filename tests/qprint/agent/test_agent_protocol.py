@@ -160,6 +160,65 @@ async def test_events_are_retried_with_the_same_ids_until_acknowledged(
     assert len(ids) == len(set(ids)) == 3
 
 
+async def test_a_jobs_spooled_and_printed_go_in_one_request(server, start_agent, spooler):
+    device = server.add_device()
+    job = server.add_job(device, PDF)
+    start_agent(device)
+    await eventually(lambda: job.status == "PRINTED", message="printed")
+    # RECEIVED, answered before the job is printed; then SPOOLED and PRINTED, journaled together.
+    assert server.event_posts == [1, 2]
+    assert [e["type"] for e in server.events_of(job)] == ["RECEIVED", "SPOOLED", "PRINTED"]
+
+
+async def test_a_server_that_takes_one_event_per_request_gets_them_one_by_one(
+    server, start_agent, spooler
+):
+    device = server.add_device()
+    server.takes_event_lists = False
+    first = server.add_job(device, PDF)
+    start_agent(device)
+    await eventually(lambda: first.status == "PRINTED", message="first printed")
+    second = server.add_job(device, PDF)
+    await server.send(device, {"type": "wake"})
+    await eventually(lambda: second.status == "PRINTED", message="second printed")
+    # The one list refused whole (nothing recorded), its events sent again one by one; no list
+    # after it.
+    assert server.event_posts == [1, 2, 1, 1, 1, 1, 1]
+    for job in (first, second):
+        assert [e["type"] for e in server.events_of(job)] == ["RECEIVED", "SPOOLED", "PRINTED"]
+    assert all(status == 201 for _, _, status in server.event_log)
+
+
+async def test_an_event_of_a_list_left_unrecorded_is_sent_again_alone(server, start_agent, spooler):
+    device = server.add_device()
+    job = server.add_job(device, PDF)
+    server.fail_event_types = ["PRINTED"]
+    start_agent(device)
+    await eventually(lambda: job.status == "PRINTED", timeout=20, message="printed")
+    assert server.event_posts == [1, 2, 1]  # SPOOLED recorded from the list, PRINTED again
+    assert [e["type"] for e in server.events_of(job)] == ["RECEIVED", "SPOOLED", "PRINTED"]
+    assert spooler.submitted == [job.id]
+
+
+async def test_a_list_about_a_job_not_the_devices_is_settled_whole_and_lists_go_on(
+    server, start_agent, spooler, tmp_path
+):
+    device, other = server.add_device(), server.add_device()
+    gone = server.add_job(other, PDF)  # reassigned since: no longer this device's
+    journal = Journal(journal_path(tmp_path / "state", "dev"))
+    journal.remember_claim(gone.id, CLAIM)
+    journal.advance(gone.id, "RECEIVED", event="RECEIVED")
+    journal.advance(gone.id, "FAILED", event="FAILED", message="paper jam")
+    journal.close()
+    job = server.add_job(device, PDF)
+
+    start_agent(device)
+    await eventually(lambda: job.status == "PRINTED", message="printed")
+    # The list about the other job answered 404 whole, each of its events settled; lists go on.
+    assert server.event_posts == [2, 1, 2]
+    assert server.events_of(gone) == [] and gone.status == "QUEUED"
+
+
 async def test_reports_left_by_a_previous_run_are_sent_on_start(server, start_agent, tmp_path):
     device = server.add_device()
     job = server.add_job(device, PDF)
