@@ -211,9 +211,10 @@ def presented_events(
 ) -> list[Answer | Exception]:
     """The events of one job that an HTTP request sends as a list, answered in order as
     :func:`socket_events` answers a socket's (:func:`qprint.domain.events.record_presented_events`:
-    one statement for a job's SPOOLED and how it ended). 422 for an empty list or one longer than
-    :data:`~qprint.core.wire.MAX_EVENTS_TOGETHER`; the device's standing (401, 429, 403)
-    answers the whole request."""
+    one statement for a job's SPOOLED and how it ended). The device's standing (401, 429, 403),
+    then a list that is empty, longer than :data:`~qprint.core.wire.MAX_EVENTS_TOGETHER` or holds
+    a malformed event (422), and a job that is not the device's (404) are raised: they answer the
+    whole request."""
     return _event_answers(events.record_presented_events(presented, job_id, bodies))
 
 

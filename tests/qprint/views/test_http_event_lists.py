@@ -191,3 +191,22 @@ def test_each_event_of_a_list_is_counted_as_alone(client, held):
 
     after = counted("201", "created"), counted("409", "stale_claim"), counted("200", "replayed")
     assert [a - b for a, b in zip(after, before, strict=True)] == [1, 1, 0]
+
+
+def test_an_event_the_database_did_not_record_is_answered_503_and_a_value_it_refused_422(
+    client, held, monkeypatch
+):
+    """What the database raised for one event of a list is that event's answer: 503 (send it
+    again) for an outage, 422 for a value it would not store; the others keep theirs."""
+    from django.db import DataError, OperationalError
+
+    from qprint.domain import events
+
+    made, assignment = held
+    answered = [OperationalError("the server closed the connection"), DataError("out of range")]
+    monkeypatch.setattr(events, "record_presented_events", lambda *args: list(answered))
+    sent = [event(assignment["claim_id"], t) for t in ("SPOOLED", "PRINTED")]
+
+    results = post(client, made, assignment["job_id"], sent).json()["results"]
+
+    assert [(r["status"], r["error"]) for r in results] == [(503, "unavailable"), (422, "invalid")]
