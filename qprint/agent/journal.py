@@ -409,14 +409,8 @@ class Journal:
             args = (job_id,)
         return self.db.execute(sql, args).fetchone() is not None
 
-    def next_report(self) -> Report | None:
-        """The oldest unacknowledged report, if any."""
-        batch = self.pending(limit=1)
-        return batch[0] if batch else None
-
-    def acknowledge(self, seq: int, outcome: str, following: bool = True) -> Report | None:
-        """Record the server's answer to report ``seq``; returns the next report to send
-        (``following=False``: None, the caller sent the following ones already).
+    def acknowledge(self, seq: int, outcome: str) -> None:
+        """Record the server's answer to report ``seq``.
 
         Not ``synchronous=FULL``: an acknowledgement guards no act. One lost with the machine's
         power (the process's own crash loses nothing in WAL mode) only sends that report again,
@@ -426,7 +420,6 @@ class Journal:
                 "UPDATE outbox SET acked_at = ?, outcome = ? WHERE seq = ?",
                 (time.time(), outcome, seq),
             )
-        return self.next_report() if following else None
 
     def outcome(self, key: str) -> tuple[bool, str | None]:
         """(acknowledged, outcome) of one report: ``ok`` or ``<status>:<error code>``."""

@@ -96,11 +96,8 @@ class AsyncJournal:
     async def has_pending(self, job_id: str | None = None) -> bool:
         return await self._run(self._journal.has_pending, job_id)
 
-    async def next_report(self) -> j.Report | None:
-        return await self._run(self._journal.next_report)
-
-    async def acknowledge(self, seq: int, outcome: str, following: bool = True) -> j.Report | None:
-        return await self._run(self._journal.acknowledge, seq, outcome, following)
+    async def acknowledge(self, seq: int, outcome: str) -> None:
+        await self._run(self._journal.acknowledge, seq, outcome)
 
     async def received_refused(self, job_id: str) -> bool:
         return await self._run(self._journal.received_refused, job_id)

@@ -86,7 +86,7 @@ class Reporter:
                 if together > 1:
                     sent = await self._send_list(endpoints, reports[:together])
                 else:
-                    sent, _ = await self._send(endpoints, reports[0], following=False)
+                    sent = await self._send(endpoints, reports[0])
                 if not sent:
                     return False
             return True
@@ -129,15 +129,14 @@ class Reporter:
             logger.info("event_lists_not_taken device=%s status=%s", self.device, status)
             return True  # nothing settled: the next round sends them one by one
         for report, (status, code) in zip(reports, answers, strict=True):
-            sent, _ = await self._settle(report, status, code, following=False)
-            if not sent:
+            if not await self._settle(report, status, code):
                 return False
         return True
 
     def flush_soon(self, endpoints: Endpoints) -> None:
         """Start sending the outbox without waiting for the answers (on the socket, whose
         answers come in order); a later :meth:`flush` waits for them. Over HTTP nothing starts
-        here: the next :meth:`flush` sends in order, one at a time."""
+        here: the next :meth:`flush` sends in order, one request at a time."""
         if self.pipelined:
             task = asyncio.ensure_future(self._flush_pipelined(endpoints))
             self._background.add(task)
@@ -173,47 +172,39 @@ class Reporter:
 
     async def _deliver(self, endpoints: Endpoints, report: j.Report) -> bool:
         try:
-            sent, _ = await self._send(endpoints, report, following=False, socket_only=True)
-            return sent
+            return await self._send(endpoints, report, socket_only=True)
         finally:
             self._in_flight.pop(report.seq, None)
 
     async def _send(
-        self,
-        endpoints: Endpoints,
-        report: j.Report,
-        *,
-        following: bool = True,
-        socket_only: bool = False,
-    ) -> tuple[bool, j.Report | None]:
-        """(acknowledged, the next report to send); not acknowledged: stop this flush.
-        ``following=False``: the next report is not wanted (the caller reads the outbox itself,
-        or, pipelined, sent it already). ``socket_only``: as :meth:`DeviceApi.report` says."""
+        self, endpoints: Endpoints, report: j.Report, *, socket_only: bool = False
+    ) -> bool:
+        """Send ``report`` and settle it by the answer: False when it is not acknowledged (stop
+        this flush). ``socket_only``: as :meth:`DeviceApi.report` says."""
         try:
             response = await self.api.report(
                 endpoints, report.path, report.body, socket_only=socket_only
             )
         except httpx.HTTPError as exc:
             self._deferred(report, f"error={exc.__class__.__name__}")
-            return False, None
+            return False
         status = response.status_code
         code = error_code(response) if status >= 400 else ""
-        return await self._settle(report, status, code, following)
+        return await self._settle(report, status, code)
 
     def _deferred(self, report: j.Report, why: str) -> None:
         logger.info("report_deferred device=%s key=%s %s", self.device, report.key, why)
 
-    async def _settle(
-        self, report: j.Report, status: int, code: str, following: bool
-    ) -> tuple[bool, j.Report | None]:
+    async def _settle(self, report: j.Report, status: int, code: str) -> bool:
         """Acknowledge ``report`` by the server's answer (``status``, the error ``code``), or
-        leave it for the next flush (False): as :meth:`_send` says."""
+        leave it for the next flush (False): as the class says."""
         if status in (200, 201):
-            return True, await self.journal.acknowledge(report.seq, "ok", following=following)
+            await self.journal.acknowledge(report.seq, "ok")
+            return True
         if _retried(status):
             self._deferred(report, f"status={status}")
-            return False, None
-        after = await self.journal.acknowledge(report.seq, f"{status}:{code}", following=following)
+            return False
+        await self.journal.acknowledge(report.seq, f"{status}:{code}")
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
             self.device,
@@ -226,7 +217,7 @@ class Reporter:
         if code == "job_cancelled" and report.job_id:
             # Cancelled before we received it: never print it.
             await self.journal.advance(report.job_id, "CANCELLED", expect=j.SUBMITTABLE_STATES)
-        return True, after
+        return True
 
 
 def _retried(status: int) -> bool:

@@ -111,7 +111,7 @@ def test_prune_forgets_old_final_jobs_but_never_unfinished_ones(tmp_path):
     assert journal.pending() == []
 
 
-def test_an_acknowledgement_hands_over_the_next_report_and_only_it_skips_the_fsync(tmp_path):
+def test_an_acknowledgement_and_only_it_skips_the_fsync(tmp_path):
     journal = Journal(tmp_path / "j.sqlite3")
     journal.remember_claim("job-1", "claim-1")
     received = journal.queue_event("job-1", "RECEIVED")
@@ -120,10 +120,12 @@ def test_an_acknowledgement_hands_over_the_next_report_and_only_it_skips_the_fsy
     journal.db.set_trace_callback(
         lambda sql: syncs.append(sql) if sql.startswith("PRAGMA synchronous=") else None
     )
-    first = journal.next_report()
-    assert first.key == received
-    following = journal.acknowledge(first.seq, "ok")
-    assert following.key == spooled and journal.acknowledge(following.seq, "ok") is None
+    first, following = journal.pending()
+    assert (first.key, following.key) == (received, spooled)
+    journal.acknowledge(first.seq, "ok")
+    assert [report.key for report in journal.pending()] == [spooled]
+    journal.acknowledge(following.seq, "ok")
+    assert journal.pending() == []
     # Each acknowledgement commits with synchronous=NORMAL and puts FULL back at once.
     assert syncs == ["PRAGMA synchronous=NORMAL", "PRAGMA synchronous=FULL"] * 2
     assert journal.db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
