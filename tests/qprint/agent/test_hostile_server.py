@@ -123,6 +123,28 @@ def test_a_command_whose_id_is_not_a_uuid_is_refused(command_id):
         p.parse_command(frame)
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        None,
+        [],
+        {"results": "ok"},
+        {"results": [{"status": 201}]},  # fewer answers than events sent
+        {"results": [{"status": 201}, {"status": True}]},
+        {"results": [{"status": 201}, {"status": "201"}]},
+        {"results": [{"status": 201}, "201"]},
+    ],
+)
+def test_an_answer_to_a_list_of_events_that_is_not_one_per_event_is_not_read(body):
+    """The agent then settles nothing from it, and sends the events one by one."""
+    assert p.event_list_answers(body, 2) is None
+
+
+def test_each_answer_to_a_list_of_events_is_read_in_order():
+    body = {"results": [{"status": 201, "event": {}}, {"status": 409, "error": "backwards"}]}
+    assert p.event_list_answers(body, 2) == [(201, ""), (409, "backwards")]
+
+
 def test_the_directory_spooler_writes_nothing_outside_its_directory(tmp_path):
     spool = tmp_path / "spool"
     spooler = DirectorySpooler(spool)
