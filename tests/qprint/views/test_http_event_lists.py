@@ -210,3 +210,23 @@ def test_an_event_the_database_did_not_record_is_answered_503_and_a_value_it_ref
     results = post(client, made, assignment["job_id"], sent).json()["results"]
 
     assert [(r["status"], r["error"]) for r in results] == [(503, "unavailable"), (422, "invalid")]
+
+
+def test_a_tenant_with_webhooks_gets_a_delivery_for_each_event_of_a_list(client, held):
+    """A tenant with an endpoint has its events recorded in the move's transaction (the one
+    statement writes nothing for it): each event of the list still moves the job and writes its
+    delivery."""
+    from qprint.models import WebhookDelivery, WebhookEndpoint
+
+    made, assignment = held
+    WebhookEndpoint.objects.create(
+        tenant=made.device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
+    )
+    sent = [event(assignment["claim_id"], t) for t in ("SPOOLED", "PRINTED")]
+
+    results = post(client, made, assignment["job_id"], sent).json()["results"]
+
+    assert [r["status"] for r in results] == [201, 201]
+    assert PrintJob.objects.get(pk=assignment["job_id"]).status == "PRINTED"
+    deliveries = WebhookDelivery.objects.filter(payload__data__job__id=assignment["job_id"])
+    assert sorted(d.type for d in deliveries) == ["job.printed", "job.spooled"]
