@@ -174,10 +174,8 @@ def record_presented_events(
     reports = [EventReport(job_id, payload) for payload in payloads]
     if connection.vendor == "postgresql" and _run_of(reports, parsed, 0) == len(reports):
         job_uuid, run = _run_at(reports, parsed, 0, len(reports))
-        lock = _by_token(presented, job_uuid, run[0][0].event_id)
-        token = presented.token_hash
         try:
-            outcomes = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, run)
+            outcomes = _presented_event_at_once(presented, job_uuid, run)
         except DatabaseError:  # nothing written (a later id taken meanwhile, say): as below
             outcomes = None
         if outcomes is not None:
@@ -369,13 +367,11 @@ def _presented_event(
         # The device's standing is answered first, as the HTTP API always did.
         credentials.answer_standing(presented)
         raise
-    lock = _by_token(presented, job_uuid, event.event_id)
-    token = presented.token_hash
-    outcomes = _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, [(event, pushes_next)])
+    outcomes = _presented_event_at_once(presented, job_uuid, [(event, pushes_next)])
     if outcomes is not None:
         return outcomes[0]
     with transaction.atomic():
-        job = _LOCK_JOB_BY_TOKEN.first(**lock)
+        job = _LOCK_JOB_BY_TOKEN.first(**_by_token(presented, job_uuid, event.event_id))
         if job is not None:
             presented.require(job.device_token_hash, job.device_enabled)
             return _record_locked(job, job.device_id, event, pushes_next)
@@ -396,6 +392,18 @@ def _by_token(
         "kind": presented.kind,
         "event_id": event_id,
     }
+
+
+def _presented_event_at_once(
+    presented: credentials.PresentedToken,
+    job_uuid: uuid.UUID,
+    run: list[tuple[DeviceEvent, bool]],
+) -> list[EventOutcome] | None:
+    """:func:`_device_event_at_once` for an HTTP request: the job locked joined to the device
+    holding the token it presents, whose hash is also the hint of :data:`_ANNOUNCING`."""
+    lock = _by_token(presented, job_uuid, run[0][0].event_id)
+    token = presented.token_hash
+    return _at_once(_GATE_BY_TOKEN, lock, token, token, job_uuid, run)
 
 
 def _device_event_at_once(
