@@ -217,15 +217,16 @@ def positional(sql: str) -> tuple[str, list[str]]:
     return _NAMED.sub("%s", sql), _NAMED.findall(sql)
 
 
-def timestamptz_loader(connection) -> type:
-    """The loader of ``timestamptz`` text for :func:`fetch` on ``connection`` (Django's), giving
-    what Django's loader gives there: psycopg's own (C in its binary build) where its result
-    already carries the time zone Django gives a value (the session's time zone is the one Django
-    set on the connection: UTC, the usual case), else psycopg's with that time zone put in its
-    result, as Django's does (``None``, naive, when ``USE_TZ`` is off). Registered on
-    :func:`fetch`'s cursor only: the ORM's own reads keep Django's loader."""
+def timestamptz_loader(connection, session_zone: datetime.tzinfo) -> type:
+    """The loader of ``timestamptz`` text for :func:`fetch` on ``connection`` (Django's), whose
+    session is in ``session_zone`` (psycopg's reading of it), giving what Django's loader gives
+    there: psycopg's own (C in its binary build) where its result already carries the time zone
+    Django gives a value (the session's time zone is the one Django set on the connection: UTC,
+    the usual case), else psycopg's with that time zone put in its result, as Django's does
+    (``None``, naive, when ``USE_TZ`` is off). Registered on :func:`fetch`'s cursors only: the
+    ORM's own reads keep Django's loader."""
     timezone = connection.timezone
-    if connection.connection.info.timezone is timezone:
+    if session_zone is timezone:
         return _psycopg_loader()
     return _in_time_zone(timezone)
 
@@ -274,17 +275,17 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
         with connection.cursor() as cursor:
             cursor.execute(sql, params)
             return cursor.fetchall() if cursor.description else []
-    import psycopg  # PostgreSQL only (this path)
-    from psycopg.pq import ExecStatus
+    from psycopg.pq import ExecStatus  # PostgreSQL only (this path)
 
     connection.ensure_connection()
     started = time.monotonic()
-    with connection.wrap_database_errors, psycopg.Cursor(connection.connection) as cursor:
-        cursor.adapters.register_loader("timestamptz", timestamptz_loader(connection))
+    with connection.wrap_database_errors:
+        query = _encoded(sql)
+        cursor = _kept_cursor(connection, query)
 
         def execute(sql, params, many, context):
             # Django's cursor binds on the client: PostgreSQL would plan it at every call.
-            cursor.execute(_encoded(sql), params)
+            cursor.execute(query, params)
 
         # Django's execute wrappers (connection.execute_wrapper) see it as any statement.
         for wrapper in reversed(connection.execute_wrappers):
@@ -292,8 +293,54 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
         execute(sql, params, False, {"connection": connection, "cursor": cursor})
         # Whether the statement returned rows, from the result itself: ``description`` would
         # build a Column object per column at every call.
-        returned = cursor.pgresult is not None and cursor.pgresult.status == ExecStatus.TUPLES_OK
-        rows = cursor.fetchall() if returned else []
+        result = cursor.pgresult
+        rows = []
+        if result is not None and result.status == ExecStatus.TUPLES_OK:
+            rows = cursor.fetchall()
+            # The rows are Python's now: libpq's copy (a document, say) is not kept until the
+            # cursor's next statement.
+            result.clear()
     if connection.queries_logged:
         connection.queries_log.append({"sql": sql, "time": f"{time.monotonic() - started:.3f}"})
     return rows
+
+
+#: The cursors :func:`fetch` keeps per thread and connection (one per statement), at most.
+MAX_KEPT_CURSORS = 64
+
+#: Per thread, by database alias: the psycopg connection :func:`fetch`'s cursors belong to, its
+#: session's time zone and the ``timestamptz`` loader registered on them, and the cursors by
+#: statement.
+_kept = threading.local()
+
+
+def _kept_cursor(connection, query: bytes) -> Any:
+    """The cursor that runs ``query`` (:func:`_encoded`'s bytes) for :func:`fetch` on
+    ``connection`` (Django's, connected): one kept per statement, thread and psycopg connection.
+
+    A new cursor per statement copied the connection's adapters to register its loader, and
+    looked up and built the loaders of the result's columns and the dumpers of the parameters
+    again at every call. psycopg keeps a cursor's adapters while it runs the same query object
+    again, so a statement on its own cursor finds them built (docs/PERFORMANCE.md, "A cursor
+    kept per statement"). The cursors hold no result between calls (:func:`fetch` clears it); a
+    new connection (Django's, or another the pool hands this thread), a change of the session's
+    time zone or of Django's starts new ones, and past :data:`MAX_KEPT_CURSORS` the one made
+    first is closed."""
+    import psycopg  # PostgreSQL only (this path)
+
+    raw = connection.connection
+    # psycopg's loader reads the session's time zone once, when a cursor first meets the type.
+    zone = raw.info.timezone
+    loader = timestamptz_loader(connection, zone)
+    kept = getattr(_kept, connection.alias, None)
+    if kept is None or kept[0] is not raw or kept[1] is not zone or kept[2] is not loader:
+        kept = (raw, zone, loader, {})
+        setattr(_kept, connection.alias, kept)
+    cursors = kept[3]
+    cursor = cursors.get(query)
+    if cursor is None:
+        if len(cursors) >= MAX_KEPT_CURSORS:
+            cursors.pop(next(iter(cursors))).close()
+        cursor = cursors[query] = psycopg.Cursor(raw)
+        cursor.adapters.register_loader("timestamptz", loader)
+    return cursor

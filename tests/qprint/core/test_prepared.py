@@ -1,12 +1,13 @@
 """Prepared queries (qprint.core.prepared): compiled once, they answer what the queryset they
 were built from answers, for every set of values, and never keep a value that may change."""
 
+import threading
 import uuid
 import zoneinfo
 from contextlib import contextmanager
 
 import pytest
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, DataError, connection, connections
 from django.db.models import CharField, IntegerField, OuterRef, Subquery
 from django.test import override_settings
 
@@ -124,13 +125,14 @@ def test_a_prepared_insert_refuses_a_callable_default_it_would_freeze():
 def _database_time_zone(name):
     """The connection's ``TIME_ZONE`` (the session's time zone) set to ``name``, as a database
     whose timestamps are read in a zone of its own is configured."""
-    previous = connection.settings_dict["TIME_ZONE"]
+    wrapper = connections[DEFAULT_DB_ALIAS]  # ``connection`` is a proxy: its caches are not
+    previous = wrapper.settings_dict["TIME_ZONE"]
 
     def apply(value):
-        connection.settings_dict["TIME_ZONE"] = value
+        wrapper.settings_dict["TIME_ZONE"] = value
         for cached in ("timezone", "timezone_name"):
-            connection.__dict__.pop(cached, None)
-        connection.ensure_timezone()
+            wrapper.__dict__.pop(cached, None)
+        wrapper.ensure_timezone()
 
     apply(name)
     try:
@@ -170,3 +172,119 @@ def test_a_timestamp_fetched_is_the_one_the_orm_reads(use_tz, database_zone):
         assert row[0].tzinfo == zoneinfo.ZoneInfo(database_zone)
     else:
         assert row[0].tzinfo is connection.timezone
+
+
+@contextmanager
+def _cursors_seen():
+    """The cursor each statement of the block ran on, in order (Django's execute wrappers see
+    ``fetch``'s statements as any other)."""
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(context["cursor"])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        yield seen
+
+
+_TYPED = "SELECT %s::int + 1, %s::text, now(), '{\"a\": 1}'::jsonb, %s::bytea"
+_OTHER = "SELECT %s::bigint * 2, %s::uuid, %s::boolean"
+
+
+@pytest.mark.services
+def test_statements_taking_turns_on_a_connection_each_read_their_own_values():
+    """Each statement keeps its cursor, and with it the loaders of its columns and the dumpers of
+    its parameters: statements taking turns, values of other types (None) and a statement that
+    failed between them change nothing that is read."""
+    for n in range(5):
+        text = None if n % 2 else f"text {n}"
+        [(number, got_text, now, document, data)] = prepared.fetch(
+            _TYPED, [n, text, bytes([n]) * 3]
+        )
+        # jsonb as its text: Django's JSONField decodes it.
+        assert (number, got_text, document, data) == (n + 1, text, '{"a": 1}', bytes([n]) * 3)
+        assert now.tzinfo is not None
+        token = uuid.uuid4()
+        assert prepared.fetch(_OTHER, [n, token, n % 2 == 0]) == [(2 * n, token, n % 2 == 0)]
+        with pytest.raises(DataError):
+            prepared.fetch("SELECT 1 / %s::int", [0])
+    assert prepared.fetch("SELECT 1 / %s::int", [1]) == [(1,)]
+
+
+@pytest.mark.services
+def test_a_kept_cursor_holds_no_result_between_statements():
+    """A document read is the caller's: its cursor, kept for the statement's next call, does not
+    keep libpq's copy of it meanwhile."""
+    document = b"%PDF" + b"x" * 1_000_000
+    with _cursors_seen() as seen:
+        assert prepared.fetch("SELECT %s::bytea", [document]) == [(document,)]
+        assert prepared.fetch("SELECT %s::bytea", [document]) == [(document,)]
+    first, second = seen
+    assert first is second and not first.closed
+    assert first.pgresult is None or first.pgresult.pgresult_ptr is None
+
+
+@pytest.mark.services
+def test_a_new_connection_runs_a_statement_on_a_new_cursor():
+    statement = "SELECT pg_backend_pid(), %s::int"
+    with _cursors_seen() as seen:
+        [(before, _)] = prepared.fetch(statement, [1])
+        connection.close()
+        [(after, one)] = prepared.fetch(statement, [1])
+    assert before != after and one == 1
+    assert seen[0] is not seen[1] and seen[1].connection is connection.connection
+
+
+@pytest.mark.services
+def test_the_cursors_kept_on_a_connection_are_bounded():
+    """Past ``MAX_KEPT_CURSORS`` statements, the cursor made first is closed; its statement gets
+    a new one when it comes back."""
+    count = prepared.MAX_KEPT_CURSORS + 1
+    with _cursors_seen() as seen:
+        for n in range(count):
+            assert prepared.fetch(f"SELECT %s::int + {n}", [1]) == [(1 + n,)]
+        assert prepared.fetch("SELECT %s::int + 0", [2]) == [(2,)]
+    kept = seen[-prepared.MAX_KEPT_CURSORS :]
+    assert seen[0].closed and all(not cursor.closed for cursor in kept)
+    assert seen[-1] is not seen[0]
+
+
+@pytest.mark.services
+def test_a_statement_read_again_in_another_time_zone_takes_it():
+    """The statement's cursor was kept in UTC; the session's time zone changed since."""
+    job = submit(make_device().device)
+    utc, _ = _timestamps_read_both_ways(job)
+    with _database_time_zone("Europe/Paris"):
+        paris, by_orm = _timestamps_read_both_ways(job)
+    assert utc[0].tzinfo is connection.timezone
+    assert paris == by_orm and paris[0].tzinfo == zoneinfo.ZoneInfo("Europe/Paris")
+
+
+@pytest.mark.services
+def test_threads_running_the_same_statements_each_read_their_own_rows():
+    """Each thread runs its statements on cursors of its own connection."""
+    statement = "SELECT %s::int, pg_backend_pid()"
+    errors = []
+
+    def run(n):
+        try:
+            pids = set()
+            for _ in range(200):
+                [(got, pid)] = prepared.fetch(statement, [n])
+                assert got == n
+                assert prepared.fetch(_OTHER, [n, uuid.UUID(int=n), True])[0][0] == 2 * n
+                pids.add(pid)
+            assert len(pids) == 1
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert not any(thread.is_alive() for thread in threads)
+    assert errors == []
