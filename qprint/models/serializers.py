@@ -6,11 +6,13 @@ annotated, no state. Datetimes are ISO 8601 in UTC; absent ones are ``null``.
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.http import HttpRequest
-from django.urls import reverse
+from django.urls import get_script_prefix, get_urlconf, reverse
 
 
 def timestamp(value: datetime | None) -> str | None:
@@ -59,14 +61,36 @@ def job_with_events(job, events) -> dict[str, Any]:
 
 def document_url(request: HttpRequest, job_id) -> str:
     """The document's absolute URL, as the HTTP claim answers it (built from the request)."""
-    return request.build_absolute_uri(reverse("qprint:device-job-document", args=[job_id]))
+    before, after = _document_url_around_id()
+    return request.build_absolute_uri(f"{before}{job_id}{after}")
 
 
 def document_path(job_id) -> str:
     """The document's URL relative to qprint's mount (``api/v1/device/jobs/<id>/document``), as
     the socket's assignment carries it: the agent resolves it against its own base URL."""
-    url = reverse("qprint:device-job-document", args=[job_id])
-    return url[url.rindex("api/v1/device/jobs/") :]
+    before, after = _document_url_around_id()
+    return f"{before[before.rindex('api/v1/device/jobs/') :]}{job_id}{after}"
+
+
+#: A job id that stands for any in the URL :func:`_reversed_around_id` reverses.
+_ANY_JOB = "00000000-0000-0000-0000-000000000000"
+
+
+def _document_url_around_id() -> tuple[str, str]:
+    """What comes before and after the job's id in the document's URL, as ``reverse`` gives it
+    under the thread's URLconf and script prefix: reversed once for each pair. A ``reverse``
+    for every assignment cost a node more than building the assignment's frame
+    (docs/PERFORMANCE.md, "A cursor kept per statement")."""
+    return _reversed_around_id(get_urlconf() or settings.ROOT_URLCONF, get_script_prefix())
+
+
+@functools.lru_cache(maxsize=64)
+def _reversed_around_id(urlconf, script_prefix: str) -> tuple[str, str]:
+    """:func:`_document_url_around_id` for ``urlconf``, on a thread whose script prefix is
+    ``script_prefix`` (``reverse`` reads it there)."""
+    url = reverse("qprint:device-job-document", args=[_ANY_JOB], urlconf=urlconf)
+    before, _, after = url.partition(_ANY_JOB)
+    return before, after
 
 
 def assignment_body(assignment) -> dict[str, Any]:

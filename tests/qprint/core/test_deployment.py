@@ -3,15 +3,19 @@ system checks of the deployment around qprint (channel layer, ASGI server, poole
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
-from django.test import override_settings
-from django.urls import include, path
+from django.test import RequestFactory, override_settings
+from django.urls import get_script_prefix, include, path, reverse, set_script_prefix
 
 from qprint import routing
 from qprint.core import checks, database
+from qprint.models import serializers
 
 # This module is also the URLconf of a host that mounts qprint elsewhere.
 urlpatterns = [path("shop/print/", include("qprint.urls"))]
@@ -41,6 +45,28 @@ async def test_the_socket_follows_where_the_host_mounts_qprint_urls():
     elsewhere = WebsocketCommunicator(app, "/qprint/ws/device/", subprotocols=["qprint.v1"])
     with pytest.raises(ValueError, match="No route found"):
         await elsewhere.connect()
+
+
+@pytest.mark.parametrize("script_prefix", ["/", "/app/"])
+def test_an_assignment_names_its_document_where_the_download_route_is(script_prefix):
+    """The HTTP claim answers the download route's absolute URL; a socket's assignment carries
+    its path below qprint's mount, which the agent resolves against its own base URL: for every
+    job, at any mount, under any script prefix (both are reversed once, then reused)."""
+    request = RequestFactory().get("/")
+    previous = get_script_prefix()
+    set_script_prefix(script_prefix)
+    try:
+        for urlconf, mount in ((None, "qprint/"), (THIS, "shop/print/")):
+            with override_settings(ROOT_URLCONF=urlconf or settings.ROOT_URLCONF):
+                for job_id in (uuid.uuid4(), uuid.uuid4()):
+                    relative = serializers.document_path(job_id)
+                    assert relative == f"api/v1/device/jobs/{job_id}/document"
+                    route = reverse("qprint:device-job-document", args=[job_id])
+                    assert route == script_prefix + mount + relative
+                    absolute = serializers.document_url(request, job_id)
+                    assert absolute == request.build_absolute_uri(route)
+    finally:
+        set_script_prefix(previous)
 
 
 @override_settings(ROOT_URLCONF="qcluster.urls")
