@@ -280,12 +280,12 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
     connection.ensure_connection()
     started = time.monotonic()
     with connection.wrap_database_errors:
-        query = _encoded(sql)
-        cursor = _kept_cursor(connection, query)
+        cursor = _kept_cursor(connection, _encoded(sql))
 
         def execute(sql, params, many, context):
-            # Django's cursor binds on the client: PostgreSQL would plan it at every call.
-            cursor.execute(query, params)
+            # Django's cursor binds on the client: PostgreSQL would plan it at every call. The
+            # text is the one the wrappers hand on (one may add a comment, say).
+            cursor.execute(_encoded(sql), params)
 
         # Django's execute wrappers (connection.execute_wrapper) see it as any statement.
         for wrapper in reversed(connection.execute_wrappers):

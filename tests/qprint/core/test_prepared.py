@@ -213,6 +213,21 @@ def test_statements_taking_turns_on_a_connection_each_read_their_own_values():
 
 
 @pytest.mark.services
+def test_a_statement_an_execute_wrapper_rewrites_runs_as_rewritten():
+    """An execute wrapper may change the text it hands on (a comment naming the request, say):
+    that text runs, on the cursor of the statement ``fetch`` was given."""
+
+    def rewrite(execute, sql, params, many, context):
+        return execute(sql.replace("+ 1", "+ 2"), params, many, context)
+
+    assert prepared.fetch("SELECT %s::int + 1", [1]) == [(2,)]
+    with connection.execute_wrapper(rewrite):
+        assert prepared.fetch("SELECT %s::int + 1", [1]) == [(3,)]
+        assert prepared.fetch("SELECT %s::int + 1", [1]) == [(3,)]
+    assert prepared.fetch("SELECT %s::int + 1", [1]) == [(2,)]
+
+
+@pytest.mark.services
 def test_a_kept_cursor_holds_no_result_between_statements():
     """A document read is the caller's: its cursor, kept for the statement's next call, does not
     keep libpq's copy of it meanwhile."""
