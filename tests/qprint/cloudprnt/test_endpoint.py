@@ -4,10 +4,13 @@ own state, and what the endpoint refuses."""
 import base64
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from qprint import api
+from qprint.core.errors import Invalid
 from qprint.domain import cloudprnt
 from qprint.models import Device, DevicePrinter, PrintJob, PrintJobEvent, WebhookDelivery
 from qprint.webhooks import endpoints
@@ -135,6 +138,19 @@ def test_a_type_that_was_not_offered_is_415(printer):
     reply = printer.fetch(token, "image/png")
     assert reply.status == 415
     assert reply.json()["error"] == "unsupported_media_type"
+
+
+def test_a_submission_reads_the_printers_formats_in_its_one_read_of_the_device(made):
+    """What a CloudPRNT printer takes is read with the device, in the submission's first
+    statement: a refused format costs no other."""
+    with CaptureQueriesContext(connection) as seen, pytest.raises(Invalid) as refused:
+        submit(b"^XA^XZ", "application/vnd.zebra-zpl")
+    assert refused.value.code == "unsupported_format" and len(seen) == 1, seen.captured_queries
+    with CaptureQueriesContext(connection) as seen:
+        submit()
+    # The device, then the job (in the test's transaction: within a savepoint).
+    sent = [q["sql"] for q in seen.captured_queries if "SAVEPOINT" not in q["sql"]]
+    assert len(sent) == 2, sent
 
 
 def test_a_format_the_printer_cannot_take_is_refused_at_submission(client, made):
