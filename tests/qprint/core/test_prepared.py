@@ -125,7 +125,8 @@ def test_a_prepared_insert_refuses_a_callable_default_it_would_freeze():
 def _database_time_zone(name):
     """The connection's ``TIME_ZONE`` (the session's time zone) set to ``name``, as a database
     whose timestamps are read in a zone of its own is configured."""
-    wrapper = connections[DEFAULT_DB_ALIAS]  # ``connection`` is a proxy: its caches are not
+    # The wrapper itself: ``connection`` is a proxy, and the cached time zones are the wrapper's.
+    wrapper = connections[DEFAULT_DB_ALIAS]
     previous = wrapper.settings_dict["TIME_ZONE"]
 
     def apply(value):
