@@ -305,38 +305,39 @@ def fetch(sql: str, params: Any = (), *, using: str = "default") -> list[tuple]:
     return rows
 
 
-#: The cursors :func:`fetch` keeps per thread and connection (one per statement), at most.
+#: The cursors :func:`fetch` keeps per connection (one per statement), at most.
 MAX_KEPT_CURSORS = 64
 
-#: Per thread, by database alias: the psycopg connection :func:`fetch`'s cursors belong to, its
-#: session's time zone and the ``timestamptz`` loader registered on them, and the cursors by
-#: statement.
-_kept = threading.local()
+#: The attribute of a psycopg connection holding what :func:`_kept_cursor` keeps for it: its
+#: session's time zone and the ``timestamptz`` loader registered on the cursors, and the cursors
+#: by statement. On the connection, so that they go with it through the pool from one thread to
+#: another, and go away with it.
+_KEPT = "_qprint_kept_cursors"
 
 
 def _kept_cursor(connection, query: bytes) -> Any:
     """The cursor that runs ``query`` (:func:`_encoded`'s bytes) for :func:`fetch` on
-    ``connection`` (Django's, connected): one kept per statement, thread and psycopg connection.
+    ``connection`` (Django's, connected): one kept per statement and psycopg connection.
 
     A new cursor per statement copied the connection's adapters to register its loader, and
     looked up and built the loaders of the result's columns and the dumpers of the parameters
     again at every call. psycopg keeps a cursor's adapters while it runs the same query object
     again, so a statement on its own cursor finds them built (docs/PERFORMANCE.md, "A cursor
-    kept per statement"). The cursors hold no result between calls (:func:`fetch` clears it); a
-    new connection (Django's, or another the pool hands this thread), a change of the session's
-    time zone or of Django's starts new ones, and past :data:`MAX_KEPT_CURSORS` the one made
-    first is closed."""
+    kept per statement"). A connection serves one thread at a time (Django's connections are
+    per thread, and the pool hands one to one thread), and so do its cursors. They hold no
+    result between calls (:func:`fetch` clears it); a change of the session's time zone or of
+    Django's starts new ones, and past :data:`MAX_KEPT_CURSORS` the one made first is closed."""
     import psycopg  # PostgreSQL only (this path)
 
     raw = connection.connection
     # psycopg's loader reads the session's time zone once, when a cursor first meets the type.
     zone = raw.info.timezone
     loader = timestamptz_loader(connection, zone)
-    kept = getattr(_kept, connection.alias, None)
-    if kept is None or kept[0] is not raw or kept[1] is not zone or kept[2] is not loader:
-        kept = (raw, zone, loader, {})
-        setattr(_kept, connection.alias, kept)
-    cursors = kept[3]
+    kept = getattr(raw, _KEPT, None)
+    if kept is None or kept[0] is not zone or kept[1] is not loader:
+        kept = (zone, loader, {})
+        setattr(raw, _KEPT, kept)
+    cursors = kept[2]
     cursor = cursors.get(query)
     if cursor is None:
         if len(cursors) >= MAX_KEPT_CURSORS:

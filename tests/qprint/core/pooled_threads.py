@@ -53,6 +53,48 @@ async def main() -> dict:
         "backends": len(set(pids)),
         "given_back": given_back,
         "hold_calls_plus_one_checkouts": held,
+        **await _cursors_through_the_pool(all_in_the_pool),
+    }
+
+
+async def _cursors_through_the_pool(all_in_the_pool) -> dict:
+    """Which cursor ``qprint.core.prepared.fetch`` ran one statement on, from two sets of
+    threads taking their connections from the pool in turn (each given back between calls):
+    whether each server process (each pooled connection) ran it on one cursor, and whether a
+    connection served both sets."""
+    from django.db import connection
+
+    from qprint.core import executor, prepared
+
+    def run_statement() -> tuple[int, object]:
+        seen = []
+
+        def wrapper(execute, sql, params, many, context):
+            seen.append(context["cursor"])
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(wrapper):
+            [(pid, _)] = prepared.fetch("SELECT pg_backend_pid(), %s::int", [1])
+        return pid, seen[0]
+
+    sets = {
+        "a": executor.DatabaseThreads("a", threads=1),
+        "b": executor.DatabaseThreads("b", threads=1),
+    }
+    by_backend: dict[int, list] = {}
+    served: dict[int, set] = {}
+    for name in "aabbabba":
+        pid, cursor = await sets[name].run(run_statement)
+        by_backend.setdefault(pid, []).append(cursor)
+        served.setdefault(pid, set()).add(name)
+        await eventually(all_in_the_pool, 10, "the connection back in the pool")
+    for threads in sets.values():
+        threads.shutdown()
+    return {
+        "one_cursor_per_backend": all(
+            all(cursor is cursors[0] for cursor in cursors) for cursors in by_backend.values()
+        ),
+        "a_backend_served_both_sets": any(names == {"a", "b"} for names in served.values()),
     }
 
 

@@ -83,7 +83,8 @@ def test_a_pooled_node_s_thread_keeps_its_connection_while_busy_and_gives_it_bac
     """With the example project's pool, calls made one after the other take one connection from
     the pool, not one each (docs/PERFORMANCE.md, "A connection kept while busy"); a thread with
     nothing to do gives it back, and one that stays busy gives it back every ``HOLD_CALLS``
-    calls so that other threads waiting on the pool get a turn."""
+    calls so that other threads waiting on the pool get a turn. The cursors ``fetch`` keeps go
+    with their connection from one thread to another."""
     from django.db import connection
 
     from tests.processes import database_url_of, run_example_project
@@ -103,4 +104,7 @@ def test_a_pooled_node_s_thread_keeps_its_connection_while_busy_and_gives_it_bac
         "backends": 1,
         "given_back": True,
         "hold_calls_plus_one_checkouts": 2,
+        # A statement's cursor is kept on the connection, and goes with it through the pool.
+        "one_cursor_per_backend": True,
+        "a_backend_served_both_sets": True,
     }
