@@ -5,6 +5,7 @@ A module that wants the wakeups recorded declares its own fixture on top of
 """
 
 import uuid
+from contextlib import contextmanager
 from datetime import UTC, datetime
 
 from django.db import connection
@@ -29,6 +30,20 @@ def sessions_waiting_on_a_lock(query_like: str) -> int:
             [query_like],
         )
         return cursor.fetchone()[0]
+
+
+@contextmanager
+def cursors_seen():
+    """The cursor each statement of the block ran on, in order (Django's execute wrappers see
+    ``qprint.core.prepared.fetch``'s statements as any other)."""
+    seen = []
+
+    def wrapper(execute, sql, params, many, context):
+        seen.append(context["cursor"])
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(wrapper):
+        yield seen
 
 
 def recording_wakeups():

@@ -62,18 +62,11 @@ async def _cursors_through_the_pool(all_in_the_pool) -> dict:
     threads taking their connections from the pool in turn (each given back between calls):
     whether each server process (each pooled connection) ran it on one cursor, and whether a
     connection served both sets."""
-    from django.db import connection
-
     from qprint.core import executor, prepared
+    from tests.qprint.helpers import cursors_seen
 
     def run_statement() -> tuple[int, object]:
-        seen = []
-
-        def wrapper(execute, sql, params, many, context):
-            seen.append(context["cursor"])
-            return execute(sql, params, many, context)
-
-        with connection.execute_wrapper(wrapper):
+        with cursors_seen() as seen:
             [(pid, _)] = prepared.fetch("SELECT pg_backend_pid(), %s::int", [1])
         return pid, seen[0]
 

@@ -16,7 +16,7 @@ from qprint.core import prepared
 from qprint.core.prepared import Param, PreparedInsert, PreparedQuery
 from qprint.domain import credentials
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent
-from tests.qprint.helpers import connect, make_device, submit
+from tests.qprint.helpers import connect, cursors_seen, make_device, submit
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -175,20 +175,6 @@ def test_a_timestamp_fetched_is_the_one_the_orm_reads(use_tz, database_zone):
         assert row[0].tzinfo is connection.timezone
 
 
-@contextmanager
-def _cursors_seen():
-    """The cursor each statement of the block ran on, in order (Django's execute wrappers see
-    ``fetch``'s statements as any other)."""
-    seen = []
-
-    def wrapper(execute, sql, params, many, context):
-        seen.append(context["cursor"])
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(wrapper):
-        yield seen
-
-
 _TYPED = "SELECT %s::int + 1, %s::text, now(), '{\"a\": 1}'::jsonb, %s::bytea"
 _OTHER = "SELECT %s::bigint * 2, %s::uuid, %s::boolean"
 
@@ -233,7 +219,7 @@ def test_a_kept_cursor_holds_no_result_between_statements():
     """A document read is the caller's: its cursor, kept for the statement's next call, does not
     keep libpq's copy of it meanwhile."""
     document = b"%PDF" + b"x" * 1_000_000
-    with _cursors_seen() as seen:
+    with cursors_seen() as seen:
         assert prepared.fetch("SELECT %s::bytea", [document]) == [(document,)]
         assert prepared.fetch("SELECT %s::bytea", [document]) == [(document,)]
     first, second = seen
@@ -244,7 +230,7 @@ def test_a_kept_cursor_holds_no_result_between_statements():
 @pytest.mark.services
 def test_a_new_connection_runs_a_statement_on_a_new_cursor():
     statement = "SELECT pg_backend_pid(), %s::int"
-    with _cursors_seen() as seen:
+    with cursors_seen() as seen:
         [(before, _)] = prepared.fetch(statement, [1])
         connection.close()
         [(after, one)] = prepared.fetch(statement, [1])
@@ -257,7 +243,7 @@ def test_the_cursors_kept_on_a_connection_are_bounded():
     """Past ``MAX_KEPT_CURSORS`` statements, the cursor made first is closed; its statement gets
     a new one when it comes back."""
     count = prepared.MAX_KEPT_CURSORS + 1
-    with _cursors_seen() as seen:
+    with cursors_seen() as seen:
         for n in range(count):
             assert prepared.fetch(f"SELECT %s::int + {n}", [1]) == [(1 + n,)]
         assert prepared.fetch("SELECT %s::int + 0", [2]) == [(2,)]
