@@ -46,6 +46,17 @@ def test_the_database_threads_and_the_expiry_period_come_from_the_environment():
     assert result.stdout.split() == ["2", "6", "0.5"]
 
 
+def test_the_asgi_module_leaves_what_start_up_made_out_of_full_collections():
+    """A node's full collections walk only the objects made after start-up: the example
+    project's ASGI module freezes the rest (docs/OPERATIONS.md, "Capacity")."""
+    code = "import gc, example_project.asgi; print(gc.get_freeze_count(), len(gc.get_objects()))"
+    result = run_example_project("-c", code, DEBUG="1")
+    assert result.returncode == 0, result.stderr
+    frozen, tracked = (int(n) for n in result.stdout.split())
+    assert frozen > 50_000  # Django, the apps, Channels, qprint's routing
+    assert tracked < frozen / 10
+
+
 def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
     import tomllib
 
