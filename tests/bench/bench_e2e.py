@@ -24,8 +24,9 @@ clock, on the same machine). Two phases per push variant: **latency** at a stead
 jobs/s = jobs / (last PRINTED - first submission). Each phase of a push variant is measured after
 a warm-up flood of ``WARM_UP`` jobs (:func:`warm`). Each phase records the CPU per job of each kind
 of process, counting the benchmark's own processes only (:class:`tests.bench.machine.CpuMeter`),
-and, on the private PostgreSQL, the statements per job (``pg_stat_statements``), the sessions
-opened and the automatic ANALYZEs.
+the nodes' full collections of the garbage collector (``nodes_gc``: how many, the longest, their
+CPU; :func:`tests.bench.deployed.gc_pauses`) and, on the private PostgreSQL, the statements per
+job (``pg_stat_statements``), the sessions opened and the automatic ANALYZEs.
 
 ``BENCH_E2E_ONLY=deployment`` instead runs the socket-operation flood four times, alternating the
 nodes as this benchmark used to run them (``LOG_LEVEL=WARNING``, Daphne without
@@ -52,7 +53,7 @@ from qprint.models import Device, PrintDocument, PrintJob, PrintJobEvent
 from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
-from tests.bench.deployed import Fleet, agent_args, poller_args, start_nodes
+from tests.bench.deployed import Fleet, agent_args, gc_pauses, poller_args, start_nodes
 from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, fsync_latency, process_tree
 from tests.bench.postgres import PrivatePostgres, counted
 from tests.bench.profile import PROFILE_DIR, profiler
@@ -289,7 +290,12 @@ class Meter:
         if self.pg is not None:  # read before the phase's CPU is: its own statements are not
             self.pg.reset_statements()
             counters = self.pg.counters(connection.settings_dict["NAME"])
-        return {"meter": self.cpu.reading(), "machine": cpu_by_kind(), "postgresql": counters}
+        return {
+            "meter": self.cpu.reading(),
+            "machine": cpu_by_kind(),
+            "postgresql": counters,
+            "at": time.time(),
+        }
 
     def end(self, before: dict, jobs: int) -> dict:
         meter = self.cpu.reading()
@@ -300,8 +306,11 @@ class Meter:
         per_job["nodes_and_postgresql"] = round(
             per_job.get("nodes", 0) + per_job.get("postgresql", 0), 2
         )
+        pids = {n.process.pid for n in self.nodes if n.process.proc}
         figures = {
             "cpu_ms_per_job": per_job,
+            # The nodes' full collections of the garbage collector (tests/bench/gc_hook/).
+            "nodes_gc": gc_pauses(pids, before["at"], time.time()),
             # The old reading: every process on the machine whose command line names a kind.
             "cpu_ms_per_job_whole_machine": cpu_ms_per_job(before["machine"], cpu_by_kind(), jobs),
         }

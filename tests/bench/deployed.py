@@ -5,6 +5,11 @@ the end-to-end, idle and storm benchmarks."""
 
 from __future__ import annotations
 
+import functools
+import os
+import tempfile
+from pathlib import Path
+
 from tests.processes import ManagedProcess, python
 from tests.qprint.realtime.cluster import Node, node_env
 
@@ -17,7 +22,41 @@ def deployed_env(url: str, redis_url: str, node_id: str, **extra: str) -> dict[s
     for name in ("QPRINT_HEARTBEAT_SECONDS", "LOG_LEVEL", "DEBUG"):
         if name not in extra:
             env.pop(name, None)
+    # The node's full collections, logged for the benchmark (a callback that does nothing for the
+    # younger generations): gc_pauses.
+    env["PYTHONPATH"] = os.pathsep.join([str(GC_HOOK), env["PYTHONPATH"]])
+    env["BENCH_GC_LOG"] = str(gc_log())
     return env
+
+
+#: The directory of the nodes' ``sitecustomize`` (tests/bench/gc_hook/sitecustomize.py).
+GC_HOOK = Path(__file__).with_name("gc_hook")
+
+
+@functools.cache
+def gc_log() -> Path:
+    """Where this benchmark's nodes log their full collections (one file per process)."""
+    return Path(tempfile.mkdtemp(prefix="qprint-bench-gc-"))
+
+
+def gc_pauses(pids: set[int], since: float, until: float) -> dict:
+    """The full collections of the processes ``pids`` that began between two wall-clock times:
+    how many, the longest and all of them together (ms of the clock), and the CPU they took."""
+    pauses, cpu = [], []
+    for pid in pids:
+        log = gc_log() / f"{pid}.log"
+        lines = log.read_text().splitlines() if log.exists() else []
+        for line in lines:
+            began, took, used = (float(value) for value in line.split())
+            if since <= began <= until:
+                pauses.append(took)
+                cpu.append(used)
+    return {
+        "full_collections": len(pauses),
+        "longest_ms": round(max(pauses, default=0.0), 1),
+        "total_ms": round(sum(pauses), 1),
+        "cpu_ms": round(sum(cpu), 1),
+    }
 
 
 class DeployedNode(Node):
