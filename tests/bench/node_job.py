@@ -1,8 +1,9 @@
 """What a node spends on one pushed job, in its own process: a job submitted with
 ``qprint.api.submit_job``, the wakeup handed to the device's socket, the claim and the assignment
 pushed with its document inline, then ``RECEIVED``, ``SPOOLED`` and ``PRINTED`` sent as frames and
-answered, on the device socket's consumer (its ASGI interface driven straight: no Daphne, no TCP),
-the example project's settings, and PostgreSQL. No HTTP request: the submission is the
+answered, on the example project's ASGI application (its interface driven straight: no Daphne, no
+TCP; its start-up, which freezes what it made for the garbage collector, included), the example
+project's settings, and PostgreSQL. No HTTP request: the submission is the
 domain's call, as host code makes it. No Redis: one process, so Channels' in-memory layer
 carries the wakeup (``REDIS_URL`` is ignored). What is left is the node's own Python per pushed
 job: the socket's frames, the hand-offs to the database threads, the statements' binding and
@@ -96,14 +97,13 @@ def _submit(device) -> None:
 
 
 class DeviceSide:
-    """The device's side of its socket, straight on the consumer's ASGI interface (two queues):
+    """The device's side of its socket, straight on the application's ASGI interface (two queues):
     no test communicator, whose every call patches Channels' ``close_old_connections``, in the
     count."""
 
     def __init__(self, token: str) -> None:
-        from channels.routing import URLRouter
-
-        from qprint.routing import websocket_urlpatterns
+        # The example project's ASGI application, as Daphne serves it (its start-up included).
+        from example_project.asgi import application
 
         self.inbound: asyncio.Queue = asyncio.Queue()
         self.outbound: asyncio.Queue = asyncio.Queue()
@@ -117,8 +117,7 @@ class DeviceSide:
             "client": ("127.0.0.1", 50000),
             "server": ("127.0.0.1", 8000),
         }
-        app = URLRouter(websocket_urlpatterns)
-        self.task = asyncio.ensure_future(app(scope, self.inbound.get, self.outbound.put))
+        self.task = asyncio.ensure_future(application(scope, self.inbound.get, self.outbound.put))
 
     async def _output(self) -> dict:
         return await asyncio.wait_for(self.outbound.get(), 120)
