@@ -3,12 +3,12 @@
 pushed with its document inline, then ``RECEIVED``, ``SPOOLED`` and ``PRINTED`` sent as frames and
 answered, on the example project's ASGI application (its interface driven straight: no Daphne, no
 TCP; its start-up, which freezes what it made for the garbage collector, included), the example
-project's settings, and PostgreSQL. No HTTP request: the submission is the
-domain's call, as host code makes it. No Redis: one process, so Channels' in-memory layer
-carries the wakeup (``REDIS_URL`` is ignored). What is left is the node's own Python per pushed
-job: the socket's frames, the hand-offs to the database threads, the statements' binding and
-results, the logs. The device sends its frames faster than ``MAX_FRAMES_PER_SECOND`` allows a
-device, so that limit is lifted here.
+project's settings, and PostgreSQL. No HTTP request: the submission is the domain's call, as host
+code makes it. No Redis: one process, so Channels' in-memory layer carries the wakeup
+(``REDIS_URL`` is ignored). What is left is the node's own Python per pushed job: the socket's
+frames, the hand-offs to the database threads, the statements' binding and results, the logs. The
+device sends its frames faster than ``MAX_FRAMES_PER_SECOND`` allows a device, so that limit is
+lifted here.
 
 Run alone, with ``DATABASE_URL`` naming a PostgreSQL server (its database ``qprint_node_job``, or
 ``NODE_JOB_DATABASE``, is made and migrated when missing):

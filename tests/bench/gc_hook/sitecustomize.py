@@ -2,9 +2,9 @@
 directory (:func:`tests.bench.deployed.deployed_env`): with ``BENCH_GC_LOG`` naming a directory,
 each full collection of the garbage collector (generation 2) is appended to ``<pid>.log`` there,
 one line each: the wall-clock time it began, how long it took and the CPU time it took (of its
-thread), in milliseconds. The benchmark
-reads the lines of each phase (:func:`tests.bench.deployed.gc_pauses`): a full collection stops
-every socket and request of the node while it runs."""
+thread), in milliseconds. The benchmark reads the lines of each phase
+(:func:`tests.bench.deployed.gc_pauses`): a full collection stops every socket and request of the
+node while it runs."""
 
 import gc
 import os
