@@ -1,7 +1,6 @@
 """ASGI entry point: HTTP through Django (qprint's busiest API routes served directly), the
 device socket through qprint's routing."""
 
-import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -20,7 +19,11 @@ if settings.DEBUG:
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 
-from qprint.routing import http_application, websocket_urlpatterns  # noqa: E402
+from qprint.routing import (  # noqa: E402
+    freeze_start_up,
+    http_application,
+    websocket_urlpatterns,
+)
 
 application = ProtocolTypeRouter(
     {
@@ -29,9 +32,6 @@ application = ProtocolTypeRouter(
     }
 )
 
-# What start-up made lives as long as the process (Django, the apps, Channels, the URLconf: about
-# 115,000 objects). Frozen, the garbage collector's full collections, which stop every socket and
-# request of the node, no longer walk them: a fifth of the CPU each, under load on a small machine
-# (docs/OPERATIONS.md, "Capacity").
-gc.collect()
-gc.freeze()
+# Start-up's objects live as long as the process: out of the garbage collector's full collections,
+# which stop every socket and request of the node (docs/OPERATIONS.md, "Capacity").
+freeze_start_up()

@@ -46,15 +46,28 @@ def test_the_database_threads_and_the_expiry_period_come_from_the_environment():
     assert result.stdout.split() == ["2", "6", "0.5"]
 
 
-def test_the_asgi_module_leaves_what_start_up_made_out_of_full_collections():
+CHECK_FREEZE = """
+import gc, example_project.asgi
+from channels.layers import channel_layers
+made = dict(channel_layers.backends)
+layer = made.get("default")
+tracked = gc.get_objects()
+print(gc.get_freeze_count(), len(tracked), type(layer).__name__, any(o is layer for o in tracked))
+"""
+
+
+@pytest.mark.parametrize("redis_url", ["", "redis://127.0.0.1:1/0"])
+def test_the_asgi_module_leaves_what_start_up_made_out_of_full_collections(redis_url):
     """A node's full collections walk only the objects made after start-up: the example
-    project's ASGI module freezes the rest (docs/OPERATIONS.md, "Capacity")."""
-    code = "import gc, example_project.asgi; print(gc.get_freeze_count(), len(gc.get_objects()))"
-    result = run_example_project("-c", code, DEBUG="1")
+    project's ASGI module freezes the rest, its channel layer made first (a node otherwise makes
+    it at its first socket). Nothing connects to Redis for it (that port is closed)."""
+    result = run_example_project("-c", CHECK_FREEZE, DEBUG="1", REDIS_URL=redis_url)
     assert result.returncode == 0, result.stderr
-    frozen, tracked = (int(n) for n in result.stdout.split())
-    assert frozen > 50_000  # Django, the apps, Channels, qprint's routing
-    assert tracked < frozen / 10
+    frozen, tracked, layer, layer_tracked = result.stdout.split()
+    assert int(frozen) > 50_000  # Django, the apps, Channels, qprint's routing
+    assert int(tracked) < int(frozen) / 10
+    assert layer == ("RedisPubSubChannelLayer" if redis_url else "InMemoryChannelLayer")
+    assert layer_tracked == "False"  # made, then frozen with the rest
 
 
 def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
