@@ -49,8 +49,7 @@ def test_the_database_threads_and_the_expiry_period_come_from_the_environment():
 CHECK_FREEZE = """
 import gc, example_project.asgi
 from channels.layers import channel_layers
-made = dict(channel_layers.backends)
-layer = made.get("default")
+layer = channel_layers.backends.get("default")
 tracked = gc.get_objects()
 print(gc.get_freeze_count(), len(tracked), type(layer).__name__, any(o is layer for o in tracked))
 """
