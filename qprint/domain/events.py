@@ -77,7 +77,7 @@ from qprint.core.errors import EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus, can_move, is_final
 from qprint.domain import credentials
-from qprint.domain.wakeups import wake_after_commit
+from qprint.domain.wakeups import JOB_RELEASED, JOB_RELEASED_NOTHING_QUEUED, wake_after_commit
 from qprint.models import Device, EventSource, PrintJob, PrintJobEvent, raw
 from qprint.signals import send_job_finished_after_commit
 from qprint.webhooks import outbox
@@ -620,8 +620,10 @@ def _record_in_one_statement(
 ) -> tuple[PrintJobEvent | None, bool | None]:
     """The event and the move in one statement (PostgreSQL); None: the event_id is taken. The
     second value: whether the device has a claimable job, read when ``wake`` is False (the
-    pushing socket claims next), else None."""
+    pushing socket claims next), else None. It is read as well when the event moves the job out
+    of CLAIMED, for the wakeup that follows (:func:`_moved`)."""
     current = job.status
+    releases = current == JobStatus.CLAIMED and target is not None
     params = {
         **_event_columns(event, fingerprint),
         "job": job.pk,
@@ -630,7 +632,7 @@ def _record_in_one_statement(
         "received": target == JobStatus.RECEIVED,
         "final": target is not None and is_final(target),
         "current": current,
-        "ask_queued": not wake,
+        "ask_queued": not wake or releases,
     }
     rows = prepared.fetch(_RECORD_SQL, params)
     if not rows:
@@ -640,17 +642,19 @@ def _record_in_one_statement(
     if target is not None:
         if move[0] is None:  # cannot happen while the row is locked; refuse rather than guess
             raise EventRejected("backwards", f"The job is no longer {current}.")
-        _set_moved(job, move, current, target, wake)
+        _set_moved(job, move, current, target, wake, bool(queued) if releases else None)
     return _saved_row(job, device_id, event, fingerprint, event_pk, recorded_at), (
         bool(queued) if not wake else None
     )
 
 
-def _set_moved(job: PrintJob, move: list[Any], current: str, target: str, wake: bool) -> None:
+def _set_moved(
+    job: PrintJob, move: list[Any], current: str, target: str, wake: bool, queued: bool | None
+) -> None:
     """``job`` as the statement's UPDATE left it (``move``: status, reason, received and
     finished times), then what follows its move (:func:`_moved`)."""
     job.status, job.status_reason, job.received_at, job.finished_at = move
-    _moved(job, current, target, wake=wake)
+    _moved(job, current, target, wake=wake, queued=queued)
 
 
 def _saved_row(
@@ -669,7 +673,9 @@ def _saved_row(
 #: whose deliveries are written in the move's transaction), and the job moved as that row says,
 #: to the last event's status. The UPDATE's conditions are the gate's values only: the row stays
 #: locked by the gate until the statement ends, so it moves whenever the events were recorded and
-#: the gate's status was not the last event's. A run of several events of one job (``{rows}``, in
+#: the gate's status was not the last event's. ``queued``, whether another job of the device
+#: waits to be claimed, is read for a pushing socket (``ask_queued``) and when the job leaves
+#: CLAIMED (for the wakeup that follows). A run of several events of one job (``{rows}``, in
 #: the order they came; each moves forward from the one before, which :func:`_run_of` checked)
 #: also needs none of the later ids recorded (``{later}``, an array literal bound as text, as
 #: ``_sources``); one of them recorded meanwhile by another job fails the whole statement on the
@@ -701,10 +707,11 @@ _AT_ONCE_TAIL = """{later_cte}, recorded AS (
 )
 SELECT gate.*, recorded.event_id, recorded.id, recorded.recorded_at, moved.status,
        moved.status_reason, moved.received_at, moved.finished_at,
-       %(ask_queued)s AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = gate.device_id
-                                  AND {claimable}) AS queued
+       (%(ask_queued)s OR ({held} AND moved.status IS NOT NULL))
+       AND EXISTS (SELECT 1 FROM qprint_job q WHERE q.device_id = gate.device_id
+                   AND {claimable}) AS queued
 FROM gate LEFT JOIN recorded ON true LEFT JOIN moved ON true
-""".replace("{claimable}", raw.claimable_job("q"))
+""".replace("{claimable}", raw.claimable_job("q")).replace("{held}", raw.held_job("gate"))
 #: One row of ``VALUES`` per event of the statement (``{n}``: its place in the run).
 _AT_ONCE_ROW = (
     "(%(event_id{n})s::uuid, %(type{n})s::text, %(message{n})s::text, %(detail{n})s::jsonb,"
@@ -854,7 +861,14 @@ def _outcomes_of_run(
                 job.status, job.status_reason = event.type, _reason(event.message)
                 if event.type == JobStatus.RECEIVED:
                     job.received_at = move[2]
-            _moved(job, current, event.type, wake=not pushes_next)
+            released = current == JobStatus.CLAIMED  # the statement read ``queued`` then
+            _moved(
+                job,
+                current,
+                event.type,
+                wake=not pushes_next,
+                queued=bool(queued) if released else None,
+            )
         event_pk, recorded_at = saved[event.event_id]
         recorded = _saved_row(job, job.device_id, event, fingerprint, event_pk, recorded_at)
         outcomes.append(
@@ -941,9 +955,12 @@ def _device_label(job: PrintJob) -> str:
     return f"{job.tenant}/{name}"
 
 
-def _moved(job: PrintJob, current: str, target: str, *, wake: bool = True) -> None:
+def _moved(
+    job: PrintJob, current: str, target: str, *, wake: bool = True, queued: bool | None = None
+) -> None:
     """What follows a move once it commits: the device is woken (unless its socket claims the
-    next job itself: ``wake=False``), the application told."""
+    next job itself: ``wake=False``; ``queued``: whether the move's statement found another job
+    of the device to claim, None when it did not read it), the application told."""
     logger.info(
         "job_status job=%s device=%s from=%s to=%s", job.pk, _device_label(job), current, target
     )
@@ -956,7 +973,8 @@ def _moved(job: PrintJob, current: str, target: str, *, wake: bool = True) -> No
         waited=_waited(job),
     )
     if current == JobStatus.CLAIMED and wake:
-        wake_after_commit(job.tenant, job.device_id, "job_released")
+        reason = JOB_RELEASED_NOTHING_QUEUED if queued is False else JOB_RELEASED
+        wake_after_commit(job.tenant, job.device_id, reason)
     if is_final(target):
         send_job_finished_after_commit(job)
 

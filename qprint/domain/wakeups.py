@@ -17,6 +17,14 @@ from django.db import transaction
 
 logger = logging.getLogger("qprint.wakeups")
 
+#: A job left CLAIMED (its device may claim the next one).
+JOB_RELEASED = "job_released"
+#: A job left CLAIMED, and the statement that moved it found no other job of the device to
+#: claim. A socket that only tells its device when to claim (not in push mode) has nothing to
+#: read the device's row for: a job committed after that statement publishes its own wakeup.
+#: A socket in push mode reads it all the same (docs/REALTIME.md, "Wakeups").
+JOB_RELEASED_NOTHING_QUEUED = "job_released_nothing_queued"
+
 
 class WakePublisher(Protocol):
     def publish(self, tenant: str, device_id: int, reason: str) -> None:

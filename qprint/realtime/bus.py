@@ -86,6 +86,11 @@ AHEAD_SECONDS = 10.0
 AHEAD_MAX = 10_000
 
 
+#: The key a wakeup (``qprint.wake``) carries, true, when a job left CLAIMED and no other job of
+#: its device waited to be claimed (:data:`qprint.domain.wakeups.JOB_RELEASED_NOTHING_QUEUED`).
+NOTHING_QUEUED = "nothing_queued"
+
+
 def device_group(device_id: int) -> str:
     """The channel-layer group of a device (docs/REALTIME.md)."""
     return f"qprint.device.{device_id}"

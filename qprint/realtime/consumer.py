@@ -318,6 +318,9 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
+        if not self.session.reads_for_wakeup(message.get(bus.NOTHING_QUEUED) is True):
+            instruments.wakeup_handled(message, False)
+            return
         instruments.wakeup_handled(message, await self._reconcile())
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:

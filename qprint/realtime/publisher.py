@@ -14,7 +14,9 @@ of its copy through the layer, which the socket's bus drops
 woken without a round trip through Redis.
 
 Messages carry the tenant, the device id and the time they were published (for the wake
-latency); the socket reads the row.
+latency); the socket reads the row. The wakeup of a job that left CLAIMED when no other job of
+the device waited to be claimed also says so (``nothing_queued``): a socket that is not in push
+mode has nothing to read for it (:meth:`qprint.realtime.session.DeviceSession.reads_for_wakeup`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from qprint.core.publisher import (
     cross_process_layer,
     process_publisher,
 )
+from qprint.domain import wakeups
 from qprint.realtime import bus
 
 logger = logging.getLogger("qprint.publisher")
@@ -50,6 +53,8 @@ class ChannelLayerPublisher:
             "device_id": device_id,
             "sent_at": time.time(),  # the start of qprint_wake_latency_seconds
         }
+        if reason == wakeups.JOB_RELEASED_NOTHING_QUEUED:
+            message[bus.NOTHING_QUEUED] = True
         if not cross_process_layer(get_channel_layer()):
             bus.deliver_locally(message)
             self.counters.add("delivered_locally")
@@ -86,8 +91,6 @@ _installed: ChannelLayerPublisher | None = None
 
 def install() -> ChannelLayerPublisher:
     """Install the channel-layer publisher as qprint's wakeup publisher (idempotent)."""
-    from qprint.domain import wakeups
-
     global _installed
     if _installed is None:
         _installed = ChannelLayerPublisher()

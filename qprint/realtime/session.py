@@ -218,6 +218,16 @@ class DeviceSession(SessionOperations):
         """The row read after a wakeup or a reconcile: wake the device if it may claim."""
         return self.plan(state, wake=True)
 
+    def reads_for_wakeup(self, nothing_queued: bool) -> bool:
+        """Whether a wakeup needs the row read (then :meth:`reconciled`). One that says a job
+        left CLAIMED while no other job of the device waited to be claimed (``nothing_queued``)
+        has nothing for a device that claims when told: a job committed after the statement that
+        released that one publishes a wakeup of its own, and any other change has its own too.
+        In push mode it is read all the same: a job committed while the release was recorded
+        elsewhere (over HTTP, by another connection) may have had its own wakeup read here while
+        the released job still held the device, and this socket then pushed nothing."""
+        return not nothing_queued or self.push_inline_max is not None
+
     def plan(self, state: StateRow, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
         if not state.enabled or not _same(state.token_hash, self.token_hash):

@@ -1,16 +1,25 @@
 """Device events: validated, recorded once per event id, forward only, refused as in docs/API.md."""
 
+import collections
 import itertools
 import uuid
 
 import pytest
+from django.db import connection
 
 from qprint import api
 from qprint.core.errors import EventRejected, Invalid, NotFound
 from qprint.core.states import RANK, JobStatus, is_final
 from qprint.domain.claim import claim_next_job
-from qprint.domain.events import record_device_event
-from qprint.models import PrintJob, PrintJobEvent
+from qprint.domain.credentials import PresentedToken
+from qprint.domain.events import (
+    EventReport,
+    record_device_event,
+    record_events_together,
+    record_presented_events,
+)
+from qprint.domain.wakeups import JOB_RELEASED, JOB_RELEASED_NOTHING_QUEUED
+from qprint.models import PrintJob, PrintJobEvent, WebhookEndpoint
 from qprint.signals import job_finished
 from tests.qprint.helpers import connect, event, make_device, recording_wakeups, submit
 
@@ -182,7 +191,66 @@ def test_leaving_claimed_wakes_the_device_after_commit(
 ):
     with django_capture_on_commit_callbacks(execute=True):
         record_device_event(device, claimed.pk, event(claimed, "RECEIVED"))
-    assert (device.tenant, device.pk, "job_released") in woken
+        assert woken == collections.deque()  # not before the commit
+    assert [w[:2] for w in woken] == [(device.tenant, device.pk)]
+    assert woken[0][2] in (JOB_RELEASED, JOB_RELEASED_NOTHING_QUEUED)
+
+
+def _record_release(way: str, job: PrintJob, token: str) -> None:
+    """RECEIVED of ``job`` (claimed), recorded the ``way`` named."""
+    device = job.device
+    received = event(job, "RECEIVED")
+    if way == "alone":
+        record_device_event(device, job.pk, received)
+    elif way == "http":
+        record_presented_events(PresentedToken(token, "127.0.0.21"), job.pk, [received])
+    elif way == "run":  # a socket's RECEIVED and SPOOLED, sent together
+        spooled = event(job, "SPOOLED")
+        reports = [EventReport(job.pk, received), EventReport(job.pk, spooled)]
+        record_events_together(device.pk, reports, token_hash=device.token_hash)
+    else:  # a tenant with webhooks: the move's transaction writes the delivery with it
+        WebhookEndpoint.objects.create(
+            tenant=device.tenant, url="https://hooks.example.com/q", secret="whsec_x"
+        )
+        record_device_event(device, job.pk, received)
+
+
+@pytest.mark.parametrize("way", ["alone", "http", "run", "webhooks"])
+@pytest.mark.parametrize("behind", [0, 1])
+def test_a_release_says_in_its_wakeup_whether_another_job_waited(
+    way, behind, woken, django_capture_on_commit_callbacks
+):
+    """The statement that moves a job out of CLAIMED reads whether another job of the device
+    waits to be claimed; its wakeup says when none did, and a socket that only wakes its device
+    then reads nothing for it (docs/REALTIME.md, "Wakeups"). Not read on SQLite: a plain
+    release."""
+    made = make_device()
+    device = connect(made.device)
+    job = submit(device)
+    claim_next_job(device.pk)
+    for _ in range(behind):
+        submit(device)
+    job.refresh_from_db()
+    woken.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        _record_release(way, job, made.token)
+    job.refresh_from_db()
+    assert job.status in (JobStatus.RECEIVED, JobStatus.SPOOLED)
+    read = connection.vendor == "postgresql"
+    expected = JOB_RELEASED if behind or not read else JOB_RELEASED_NOTHING_QUEUED
+    assert list(woken) == [(device.tenant, device.pk, expected)]
+
+
+def test_a_move_that_is_not_a_release_wakes_nobody(
+    device, claimed, woken, django_capture_on_commit_callbacks
+):
+    record_device_event(device, claimed.pk, event(claimed, "RECEIVED"))
+    submit(device)  # waits; its own wakeup is recorded now
+    woken.clear()
+    with django_capture_on_commit_callbacks(execute=True):
+        record_device_event(device, claimed.pk, event(claimed, "SPOOLED"))
+        record_device_event(device, claimed.pk, event(claimed, "PRINTED"))
+    assert list(woken) == []
 
 
 def test_job_finished_is_sent_once_after_commit(

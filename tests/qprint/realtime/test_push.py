@@ -283,3 +283,34 @@ async def test_a_job_submitted_after_a_release_with_nothing_queued_is_pushed(
     second = await adb(submit, device)
     two = await s.receive()
     assert (two["type"], two["job_id"], two["pushed"]) == ("assignment", second, True)
+
+
+@pytest.mark.parametrize("push", [False, True])
+async def test_a_release_wakeup_that_found_nothing_queued_is_read_only_in_push_mode(
+    device_and_token, sockets, push
+):
+    """The wakeup of a job that left CLAIMED while nothing else of its device was queued: a
+    socket that only wakes its device reads nothing for it (a job committed later wakes it
+    itself); one in push mode reads its row all the same, and pushes what it finds. Here a job
+    waits whose own wakeup was lost, so only a read finds it."""
+    from qprint.domain import wakeups
+
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready(push=4096 if push else None)
+    await wait_idle(s, device.pk)
+    previous = wakeups.set_publisher(wakeups.RecordingPublisher())
+    try:
+        job_id = await adb(submit, device)  # its wakeup lost
+    finally:
+        wakeups.set_publisher(previous)
+    publisher = wakeups.get_publisher()
+    publisher.publish(device.tenant, device.pk, wakeups.JOB_RELEASED_NOTHING_QUEUED)
+    if push:
+        frame = await s.receive()
+        assert (frame["type"], frame["job_id"], frame["pushed"]) == ("assignment", job_id, True)
+        return
+    # Handled in order: the plain wakeup after it is the one that wakes the device.
+    publisher.publish(device.tenant, device.pk, wakeups.JOB_RELEASED)
+    assert await s.receive() == {"type": "wake"}
+    assert await s.nothing(0.3)

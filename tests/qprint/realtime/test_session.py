@@ -215,6 +215,16 @@ def test_wake_is_sent_only_when_the_claim_gate_is_open():
             assert woke, row
 
 
+def test_a_release_that_found_nothing_queued_is_read_only_by_a_pushing_session():
+    """Such a wakeup would not wake a device that claims when told (a job committed after the
+    release wakes it with a wakeup of its own); a session in push mode reads its row for it all
+    the same. Every other wakeup is read."""
+    waking, pushing = ready_session(), ready_session()
+    pushing.marked_ready(state(job_queued=False), StateReported(1, 1, 4096))
+    assert (waking.reads_for_wakeup(True), pushing.reads_for_wakeup(True)) == (False, True)
+    assert (waking.reads_for_wakeup(False), pushing.reads_for_wakeup(False)) == (True, True)
+
+
 def test_nothing_is_woken_before_the_device_reported_its_state():
     s = session()
     s.hello(taken(), now=0.0)
