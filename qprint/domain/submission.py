@@ -33,7 +33,7 @@ from qprint.core.prepared import Param, PreparedInsert, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.documents import media, storage
 from qprint.domain import cloudprnt, credentials, events, formats, jobs
-from qprint.domain.wakeups import wake_after_commit
+from qprint.domain.wakeups import JOB_QUEUED, wake_after_commit
 from qprint.models import Device, PrintJob
 from qprint.webhooks import outbox
 
@@ -167,7 +167,7 @@ def submit_job(
         outbox.announce_job(
             job.pk, tenant, JobStatus.QUEUED, subscribed=target.announced, waited=False
         )
-        wake_after_commit(tenant, target.pk, "job_queued")
+        wake_after_commit(tenant, target.pk, JOB_QUEUED)
     logger.info(
         "job_queued job=%s device=%s/%s size=%s priority=%s",
         job.pk,
@@ -521,6 +521,6 @@ def reprint_job(
             original, "REPRINTED", detail={"reprint": str(reprint.pk), "by": by, "force": force}
         )
         outbox.announce_job(reprint.pk, device.tenant, JobStatus.QUEUED, waited=False)
-        wake_after_commit(device.tenant, device.pk, "job_queued")
+        wake_after_commit(device.tenant, device.pk, JOB_QUEUED)
     logger.info("job_reprinted job=%s reprint=%s force=%s", original.pk, reprint.pk, force)
     return reprint

@@ -17,6 +17,10 @@ from django.db import transaction
 
 logger = logging.getLogger("qprint.wakeups")
 
+#: A job of the device was queued (a submission, a reprint): claimable once its transaction
+#: commits. A socket that only tells its device when to claim wakes it without reading the row
+#: when the claim gate was open for the last row it read (docs/REALTIME.md, "Wakeups").
+JOB_QUEUED = "job_queued"
 #: A job left CLAIMED (its device may claim the next one).
 JOB_RELEASED = "job_released"
 #: A job left CLAIMED, and the statement that moved it found no other job of the device to

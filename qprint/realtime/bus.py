@@ -18,7 +18,7 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
 - the wakeups this process publishes for a device with a socket here, handed to that socket at
   once (:func:`deliver_ahead`) while they also go out through the layer (a newer socket of the
   device may be on another node); their copy through the layer, when it comes back here, is
-  dropped (:meth:`DeviceBus.from_layer`), so the socket reads its row once per wakeup;
+  dropped (:meth:`DeviceBus.from_layer`), so the socket handles each wakeup once;
 - a probe that publishes to its own channel every ``BUS_PROBE_SECONDS`` and waits to receive it:
   the end-to-end outage detector. ``RedisPubSubChannelLayer`` reconnects and resubscribes by
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
@@ -81,14 +81,17 @@ SUBSCRIPTION_WAIT_SECONDS = 1.0
 #: How long a wakeup handed ahead to this process's sockets (:func:`deliver_ahead`) waits for its
 #: copy through the layer to be dropped, and how many wait at most: a copy that never comes (Redis
 #: down) is forgotten, and a copy that comes later still is handled again (a duplicate wakeup is
-#: harmless: the socket reads its row).
+#: harmless: the socket reads its row again, or wakes its device again, whose claim then finds
+#: what there is).
 AHEAD_SECONDS = 10.0
 AHEAD_MAX = 10_000
 
 
-#: The key a wakeup (``qprint.wake``) carries, true, when a job left CLAIMED and no other job of
-#: its device waited to be claimed (:data:`qprint.domain.wakeups.JOB_RELEASED_NOTHING_QUEUED`).
-NOTHING_QUEUED = "nothing_queued"
+#: What a wakeup (``qprint.wake``) may say of its device's queue: true, a job was queued by the
+#: commit that published it (:data:`qprint.domain.wakeups.JOB_QUEUED`); false, a job left CLAIMED
+#: and no other job of the device waited to be claimed
+#: (:data:`qprint.domain.wakeups.JOB_RELEASED_NOTHING_QUEUED`). Absent: it does not say.
+QUEUED = "queued"
 
 
 def device_group(device_id: int) -> str:

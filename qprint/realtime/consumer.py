@@ -318,10 +318,12 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        if not self.session.reads_for_wakeup(message.get(bus.NOTHING_QUEUED) is True):
-            instruments.wakeup_handled(message, False)
-            return
-        instruments.wakeup_handled(message, await self._reconcile())
+        queued = message.get(bus.QUEUED)
+        plan = self.session.woken(queued if isinstance(queued, bool) else None)
+        if plan is None:
+            instruments.wakeup_handled(message, await self._reconcile())
+        else:
+            instruments.wakeup_handled(message, await self._carry_out(plan))
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
         since = message.get("subscribed_at")

@@ -14,9 +14,9 @@ of its copy through the layer, which the socket's bus drops
 woken without a round trip through Redis.
 
 Messages carry the tenant, the device id and the time they were published (for the wake
-latency); the socket reads the row. The wakeup of a job that left CLAIMED when no other job of
-the device waited to be claimed also says so (``nothing_queued``): a socket that is not in push
-mode has nothing to read for it (:meth:`qprint.realtime.session.DeviceSession.reads_for_wakeup`).
+latency), and what the wakeup's reason says of the device's queue (``queued``: a job was
+queued, or a job left CLAIMED with nothing else queued): a socket that is not in push mode
+answers those without reading its row (:meth:`qprint.realtime.session.DeviceSession.woken`).
 """
 
 from __future__ import annotations
@@ -38,6 +38,10 @@ from qprint.realtime import bus
 logger = logging.getLogger("qprint.publisher")
 
 
+#: What a wakeup of each of these reasons says of its device's queue (:data:`bus.QUEUED`).
+_QUEUED = {wakeups.JOB_QUEUED: True, wakeups.JOB_RELEASED_NOTHING_QUEUED: False}
+
+
 class ChannelLayerPublisher:
     """Wakeups to the channel layer through a :class:`~qprint.core.publisher.GroupPublisher`
     (the process's own unless one is given), counted in :attr:`counters`."""
@@ -53,8 +57,9 @@ class ChannelLayerPublisher:
             "device_id": device_id,
             "sent_at": time.time(),  # the start of qprint_wake_latency_seconds
         }
-        if reason == wakeups.JOB_RELEASED_NOTHING_QUEUED:
-            message[bus.NOTHING_QUEUED] = True
+        queued = _QUEUED.get(reason)
+        if queued is not None:
+            message[bus.QUEUED] = queued
         if not cross_process_layer(get_channel_layer()):
             bus.deliver_locally(message)
             self.counters.add("delivered_locally")

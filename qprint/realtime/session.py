@@ -27,8 +27,10 @@ nothing of Django: the rows it reads are duck-typed (``StateRow``, ``TakenRow``)
 bounded JSON parser is handed in.
 
 ``wake`` is sent (or, in push mode, a claim made for the device) only when the claim gate
-(:func:`qprint.core.gate.refusal`) is open for the row the last statement returned: the device
-is never woken for a claim that would be refused. A device in push mode gets no ``wake``.
+(:func:`qprint.core.gate.refusal`) is open for the last row the session read: the device is
+never woken for a claim that row would refuse. A wakeup that says a job was queued is answered
+from that row without reading it again (:meth:`DeviceSession.woken`). A device in push mode gets
+no ``wake``.
 """
 
 from __future__ import annotations
@@ -91,6 +93,8 @@ class DeviceSession(SessionOperations):
         self.sent_control: tuple[int, bool] = (0, False)
         self.sent_settings_revision = 0
         self.woken_claim: str | None = None
+        #: Whether the claim gate was open for the last row planned from (:meth:`woken`).
+        self.gate_open = False
         #: Push mode: the most bytes of a document sent inline (None: the device claims itself).
         self.push_inline_max: int | None = None
         #: The job last pushed on this connection (pushed again only on the next connection).
@@ -218,21 +222,43 @@ class DeviceSession(SessionOperations):
         """The row read after a wakeup or a reconcile: wake the device if it may claim."""
         return self.plan(state, wake=True)
 
-    def reads_for_wakeup(self, nothing_queued: bool) -> bool:
-        """Whether a wakeup needs the row read (then :meth:`reconciled`). One that says a job
-        left CLAIMED while no other job of the device waited to be claimed (``nothing_queued``)
-        has nothing for a device that claims when told: a job committed after the statement that
-        released that one publishes a wakeup of its own, and any other change has its own too.
-        In push mode it is read all the same: a job committed while the release was recorded
-        elsewhere (over HTTP, by another connection) may have had its own wakeup read here while
-        the released job still held the device, and this socket then pushed nothing."""
-        return not nothing_queued or self.push_inline_max is not None
+    def woken(self, queued: bool | None) -> Plan | None:
+        """What a wakeup asks of this session: None, read the row (then :meth:`reconciled`); a
+        plan, carried out without reading it. ``queued`` is what the wakeup says of the device's
+        queue (absent: None).
+
+        A session in push mode reads the row (and claims) for every wakeup: a job committed while
+        its held job's release was recorded elsewhere (over HTTP, by another connection) may have
+        had its own wakeup read here while that job still held the device, and the release's
+        wakeup is then the one that finds it. One that only tells its device when to claim
+        answers what the wakeup says:
+
+        - a job left CLAIMED and no other waited (``False``): nothing. The read would find nothing
+          to wake the device for; a job committed after the statement that released that one
+          publishes a wakeup of its own, and so does every other change.
+        - a job was queued (``True``): ``wake``, when the claim gate was open for the last row
+          read. That row is as recent as the wakeups this session has read (each change to what
+          the gate reads publishes one); a gate closed since, whose wakeup was lost or comes
+          later, refuses the device's claim with its reason, and the next ping tells the device
+          what changed. When the gate was closed, the row is read.
+
+        Before the device reported its state, nothing: that frame's statement reads the row."""
+        if not self.ready:
+            return Plan()
+        if self.push_inline_max is not None or queued is None:
+            return None
+        if not queued:
+            return Plan()
+        if not self.gate_open:
+            return None
+        return Plan(then=[{"type": wire.WAKE}])
 
     def plan(self, state: StateRow, *, wake: bool, redeliver_commands: bool = False) -> Plan:
         """What the row says that this connection has not told the device yet."""
         if not state.enabled or not _same(state.token_hash, self.token_hash):
             return Plan(close=self.revoked())
         plan = Plan()
+        self.gate_open = gate.is_open(state)
         control = (state.control_revision, state.paused)
         if control != self.sent_control and state.control_revision >= self.sent_control[0]:
             self.sent_control = control
@@ -245,7 +271,7 @@ class DeviceSession(SessionOperations):
         # A first state hands out again what an earlier connection may have lost, if anything.
         plan.deliver_commands = state.command_pending or (redeliver_commands and state.command_open)
         plan.redeliver_commands = redeliver_commands
-        if not gate.is_open(state):
+        if not self.gate_open:
             return plan
         if self.push_inline_max is not None:
             plan.push = self._should_push(state)

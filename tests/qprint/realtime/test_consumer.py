@@ -153,10 +153,13 @@ async def wait_idle(s, device_id: int) -> None:
     the statements they led to) are done."""
     from tests.waiting import wait_until
 
-    await s.send({"type": "printers", "printers": [{"name": "idle-marker"}]})
+    marker = f"idle-{uuid.uuid4().hex[:12]}"  # a new one each time: the list is replaced
+    await s.send({"type": "printers", "printers": [{"name": marker}]})
     await adb(
         lambda: wait_until(
-            lambda: DevicePrinter.objects.filter(device_id=device_id).exists(), 5, message="idle"
+            lambda: DevicePrinter.objects.filter(device_id=device_id, name=marker).exists(),
+            5,
+            message="idle",
         )
     )
 
@@ -490,11 +493,12 @@ async def test_lost_wakeup_is_found_by_next_ping(device_and_token, sockets, monk
         wakeups.set_publisher(previous)
 
 
-async def test_no_wake_while_a_claim_would_be_refused_for_an_expired_lease(
-    device_and_token, sockets
-):
-    """The socket decides ``wake`` with the claim's own gate: a lease that lapsed (the row's
-    clock, not the socket's) sends no wake, and the claim refuses ``not_connected``."""
+async def test_no_wake_once_a_read_of_the_row_finds_the_lease_lapsed(device_and_token, sockets):
+    """The socket decides ``wake`` with the claim's own gate, for the last row it read: a queued
+    job's wakeup wakes the device from that row; the claim judges the row on the database's
+    clock and refuses ``not_connected`` when the lease lapsed since (here behind the socket's
+    back: its pings would have renewed it). Once a read of the row finds the lease lapsed (here
+    the settings' wakeup), a queued job's wakeup reads the row again and sends no wake."""
     device, token = device_and_token
     s = sockets(token)
     await s.hello_and_ready()
@@ -504,14 +508,17 @@ async def test_no_wake_while_a_claim_would_be_refused_for_an_expired_lease(
             connection_lease_expires_at=Now() - timedelta(seconds=1)
         )
     )
-    await adb(submit, device)  # wakes the socket: it reads the row, finds the job, no live lease
+    await adb(submit, device)
+    assert await s.receive() == {"type": "wake"}  # the last row read: the lease was live
     with pytest.raises(GateClosed) as refused:
         await adb(claim_next_job, device.pk)
     assert refused.value.code == "not_connected"
     await adb(api.update_settings, device.pk, {"tray": 2})
-    # The settings frame is the next frame: no wake was sent for either read of the row.
+    # The settings frame is the next frame: no wake for the read of the row.
     assert await s.receive() == {"type": "settings", "revision": 2, "values": {"tray": 2}}
-    assert await s.nothing(0.3)
+    await adb(submit, device)  # read for: the last row said the lease had lapsed
+    await wait_idle(s, device.pk)
+    assert await s.nothing(0.1)
 
 
 async def test_pause_sends_control_and_closes_gate(device_and_token, sockets):
@@ -525,6 +532,54 @@ async def test_pause_sends_control_and_closes_gate(device_and_token, sockets):
     await adb(submit, device)
     await s.send({"type": "state", "control_revision": 2, "settings_revision": 1})
     assert await s.nothing(0.5)  # paused: no wake
+    await adb(api.resume_device, device.pk)
+    assert await s.receive() == {"type": "control", "revision": 3, "paused": False}
+    await s.send({"type": "state", "control_revision": 3, "settings_revision": 1})
+    assert await s.receive() == {"type": "wake"}
+
+
+#: The device's row read by this connection (:func:`qprint.domain.connection.read`).
+GUARDED_READ = "WHERE id = %s AND connection_id = %s"
+
+
+def _reads(statements: list[str]) -> list[str]:
+    return [q for q in statements if q.lstrip().startswith("SELECT") and GUARDED_READ in q]
+
+
+async def test_a_queued_jobs_wakeup_wakes_the_device_without_reading_its_row(
+    device_and_token, sockets, monkeypatch
+):
+    """The gate was open for the last row the socket read: the wakeup of a job queued for its
+    device is answered from it."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_idle(s, device.pk)
+    statements = observe_statements(monkeypatch)
+    await adb(submit, device)
+    assert await s.receive() == {"type": "wake"}
+    await wait_idle(s, device.pk)
+    assert _reads(statements) == []
+
+
+async def test_a_queued_jobs_wakeup_is_read_for_when_the_gate_was_closed(
+    device_and_token, sockets, monkeypatch
+):
+    """Paused, and the pause applied by the device: the socket's last row said the gate was
+    closed, so a queued job's wakeup reads the row (no wake); once resumed, it wakes again."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(api.pause_device, device.pk)
+    assert await s.receive() == {"type": "control", "revision": 2, "paused": True}
+    await s.send({"type": "state", "control_revision": 2, "settings_revision": 1})
+    await wait_idle(s, device.pk)
+    statements = observe_statements(monkeypatch)
+    await adb(submit, device)
+    await wait_idle(s, device.pk)  # the wakeup came before the marker: handled
+    assert len(_reads(statements)) == 1
+    assert await s.nothing(0.1)
     await adb(api.resume_device, device.pk)
     assert await s.receive() == {"type": "control", "revision": 3, "paused": False}
     await s.send({"type": "state", "control_revision": 3, "settings_revision": 1})

@@ -188,6 +188,8 @@ async def test_short_lived_process_sends_its_wakeup_before_it_exits(
         assert result.returncode == 0, result.stderr.decode()
         message = await asyncio.wait_for(layer.receive(channel), 10)
         assert message.pop("sent_at") > 0  # when it was published: the wake latency's start
-        assert message == {"type": "qprint.wake", "tenant": "acme", "device_id": device.pk}
+        # A submission's wakeup says that a job was queued (docs/REALTIME.md, "Wakeups").
+        expected = {"type": "qprint.wake", "tenant": "acme", "device_id": device.pk}
+        assert message == {**expected, bus.QUEUED: True}
     finally:
         await layer.flush()

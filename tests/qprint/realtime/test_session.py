@@ -21,6 +21,7 @@ from qprint.domain.commands import Delivery
 from qprint.realtime.frames import (
     OperationRequest,
     Ping,
+    Plan,
     PrintersReported,
     ProtocolError,
     StateReported,
@@ -215,14 +216,46 @@ def test_wake_is_sent_only_when_the_claim_gate_is_open():
             assert woke, row
 
 
-def test_a_release_that_found_nothing_queued_is_read_only_by_a_pushing_session():
-    """Such a wakeup would not wake a device that claims when told (a job committed after the
-    release wakes it with a wakeup of its own); a session in push mode reads its row for it all
-    the same. Every other wakeup is read."""
-    waking, pushing = ready_session(), ready_session()
-    pushing.marked_ready(state(job_queued=False), StateReported(1, 1, 4096))
-    assert (waking.reads_for_wakeup(True), pushing.reads_for_wakeup(True)) == (False, True)
-    assert (waking.reads_for_wakeup(False), pushing.reads_for_wakeup(False)) == (True, True)
+def test_a_wakeup_that_says_what_was_queued_is_answered_without_a_read():
+    """Not in push mode: a release with nothing else queued wakes nothing, a queued job wakes the
+    device when the gate was open for the last row read; any other wakeup is read (None)."""
+    s = ready_session()
+    s.pinged(state(job_queued=False))
+    assert s.woken(None) is None
+    assert s.woken(False) == Plan()
+    assert s.woken(True) == Plan(then=[{"type": "wake"}])
+
+
+def test_a_queued_job_is_read_for_when_the_gate_was_closed_at_the_last_read():
+    """The gate is what the last row said, whatever closed it; the row is read again rather than
+    the device woken for a claim that row would refuse."""
+    closed = [
+        {"paused": True},
+        {"control_applied_revision": 0},
+        {"settings_applied_revision": 0},
+        {"connection_live": False},
+    ]
+    for change in closed:
+        s = ready_session()
+        s.pinged(state(job_queued=False, **change))
+        assert s.woken(True) is None, change
+        assert s.woken(False) == Plan(), change
+        s.pinged(state(job_queued=False))  # opened again
+        assert s.woken(True) == Plan(then=[{"type": "wake"}]), change
+
+
+def test_a_pushing_session_reads_for_every_wakeup():
+    """A job committed while its held job's release was recorded elsewhere may have had its own
+    wakeup read while that job still held the device: the release's wakeup must be read."""
+    s = ready_session()
+    s.marked_ready(state(job_queued=False), StateReported(1, 1, 4096))
+    assert [s.woken(queued) for queued in (None, False, True)] == [None, None, None]
+
+
+def test_before_its_state_a_session_answers_no_wakeup():
+    s = session()
+    s.hello(taken(), now=0.0)
+    assert [s.woken(queued) for queued in (None, False, True)] == [Plan(), Plan(), Plan()]
 
 
 def test_nothing_is_woken_before_the_device_reported_its_state():
