@@ -147,6 +147,14 @@ async def test_state_marks_connection_ready_with_applied_revisions(device_and_to
     assert (d.control_applied_revision, d.settings_applied_revision) == (1, 1)
 
 
+#: The device's row read by this connection (:func:`qprint.domain.connection.read`).
+GUARDED_READ = "WHERE id = %s AND connection_id = %s"
+
+
+def _reads(statements: list[str]) -> list[str]:
+    return [q for q in statements if q.lstrip().startswith("SELECT") and GUARDED_READ in q]
+
+
 async def wait_idle(s, device_id: int) -> None:
     """Wait until the socket has handled everything sent so far: it handles one message at a
     time, so once the rows of a ``printers`` frame sent last exist, the frames before it (and
@@ -203,9 +211,7 @@ async def test_a_state_sent_before_the_subscription_is_the_only_read_of_the_row(
     await wait_ready(device.pk)
     await eventually(lambda: device.pk in bus.current().subscribed, 5, message="subscribed")
     await wait_idle(s, device.pk)  # the subscription's reconcile came before this marker
-    guarded = "WHERE id = %s AND connection_id = %s"  # the row read by this connection
-    reads = [q for q in statements if q.lstrip().startswith("SELECT") and guarded in q]
-    assert reads == []
+    assert _reads(statements) == []
     assert len(statements) >= 2  # the upgrade's take and the state's statement were observed
 
 
@@ -536,14 +542,6 @@ async def test_pause_sends_control_and_closes_gate(device_and_token, sockets):
     assert await s.receive() == {"type": "control", "revision": 3, "paused": False}
     await s.send({"type": "state", "control_revision": 3, "settings_revision": 1})
     assert await s.receive() == {"type": "wake"}
-
-
-#: The device's row read by this connection (:func:`qprint.domain.connection.read`).
-GUARDED_READ = "WHERE id = %s AND connection_id = %s"
-
-
-def _reads(statements: list[str]) -> list[str]:
-    return [q for q in statements if q.lstrip().startswith("SELECT") and GUARDED_READ in q]
 
 
 async def test_a_queued_jobs_wakeup_wakes_the_device_without_reading_its_row(
