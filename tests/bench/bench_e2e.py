@@ -54,7 +54,14 @@ from tests.bench import floor
 from tests.bench.common import latency_figures, make_devices
 from tests.bench.conftest import size
 from tests.bench.deployed import Fleet, agent_args, gc_pauses, poller_args, start_nodes
-from tests.bench.machine import CpuMeter, cpu_by_kind, cpu_ms_per_job, fsync_latency, process_tree
+from tests.bench.machine import (
+    CpuMeter,
+    cpu_by_kind,
+    cpu_ms_per_job,
+    fsync_latency,
+    postgresql_part,
+    process_tree,
+)
 from tests.bench.postgres import PrivatePostgres, counted
 from tests.bench.profile import PROFILE_DIR, profiler
 from tests.processes import RedisServer
@@ -283,7 +290,7 @@ class Meter:
         }  # fmt: skip
         if pg is not None:
             kinds["postgresql"] = pg.pids
-        self.cpu = CpuMeter(kinds).start()
+        self.cpu = CpuMeter(kinds, parts={"postgresql": postgresql_part}).start()
 
     def begin(self) -> dict:
         counters = None
@@ -292,6 +299,7 @@ class Meter:
             counters = self.pg.counters(connection.settings_dict["NAME"])
         return {
             "meter": self.cpu.reading(),
+            "postgresql_parts": self.cpu.parts("postgresql"),
             "machine": cpu_by_kind(),
             "postgresql": counters,
             "at": time.time(),
@@ -318,6 +326,11 @@ class Meter:
             database = connection.settings_dict["NAME"]
             figures["statements"] = self.pg.statements(database, jobs)
             figures["postgresql"] = counted(before["postgresql"], self.pg.counters(database))
+            # Whose the server's CPU was: the sessions of the nodes (and of the benchmark's own
+            # reads), or the processes the server runs for itself (autovacuum, the WAL writer...).
+            figures["postgresql_cpu_ms_per_job_by_part"] = cpu_ms_per_job(
+                before["postgresql_parts"], self.cpu.parts("postgresql"), jobs
+            )
         return figures
 
 

@@ -318,18 +318,40 @@ def process_tree(root: int) -> set[int]:
     return tree if root in parents else set()
 
 
+def postgresql_part(pid: int) -> str:
+    """Which part of a PostgreSQL server ``pid`` is: ``backends`` (a client's session, titled
+    ``postgres: user database host(port) ...``) or ``background`` (the postmaster, the WAL
+    writer, the checkpointer, the background writer, autovacuum and the other workers the server
+    runs for itself). A title may name the server's ``cluster_name`` first (``postgres:
+    15/main: walwriter``, Debian's)."""
+    try:
+        title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return "background"
+    if not title.startswith("postgres: "):
+        return "background"  # the postmaster, by its command line
+    rest = title.removeprefix("postgres: ")
+    workers = ("autovacuum", "walwriter", "checkpointer", "background", "logical", "archiver")
+    names = (rest, rest.split(": ", 1)[-1])  # without and with a cluster name before
+    return "background" if any(name.startswith(workers) for name in names) else "backends"
+
+
 class CpuMeter:
     """CPU seconds used by the benchmark's own processes, by kind: each kind a function giving
     its process ids now (the node processes and what they run, the agent processes, the private
     PostgreSQL server's whole tree, the bench's Redis, this process). Nothing else on the machine
     is counted, and a process that ends keeps its last figure: a sampler thread reads every
     process of every kind twice a second, so a backend or an agent that exits between two
-    readings is not subtracted (nor its CPU lost, but for its last half second)."""
+    readings is not subtracted (nor its CPU lost, but for its last half second). ``parts``: for
+    a kind, a function naming the part of it a process is (:func:`postgresql_part`), whose
+    totals :meth:`parts` gives."""
 
-    def __init__(self, kinds: dict, interval: float = 0.5) -> None:
+    def __init__(self, kinds: dict, interval: float = 0.5, parts: dict | None = None) -> None:
         self.kinds = kinds
         self.interval = interval
+        self.part_of = parts or {}
         self._last: dict[int, tuple[str, int]] = {}
+        self._parts: dict[int, str] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="cpu-meter")
@@ -341,6 +363,8 @@ class CpuMeter:
                 if stat:
                     with self._lock:
                         self._last[pid] = (kind, stat[2])
+                        if kind in self.part_of and pid not in self._parts:
+                            self._parts[pid] = self.part_of[kind](pid)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -362,4 +386,15 @@ class CpuMeter:
         with self._lock:
             for kind, ticks in self._last.values():
                 totals[kind] += ticks / TICKS
+        return totals
+
+    def parts(self, kind: str) -> dict[str, float]:
+        """CPU seconds so far of each part of ``kind`` (as :meth:`reading` counts them)."""
+        self._sample()
+        totals: dict[str, float] = {}
+        with self._lock:
+            for pid, (of, ticks) in self._last.items():
+                if of == kind:
+                    part = self._parts[pid]
+                    totals[part] = totals.get(part, 0.0) + ticks / TICKS
         return totals

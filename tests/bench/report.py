@@ -189,6 +189,15 @@ FIGURES = [
      "submitters / all (ms)", "end_to_end",
      [("figures", "pushed/throughput", "cpu_ms_per_job", k)
       for k in ("nodes", "agents", "postgresql", "redis", "submitters", "total")], ""),
+    ("PostgreSQL CPU per job in the flood (ms), HTTP agents then pushed: its sessions, its own "
+     "processes (autovacuum, WAL writer, checkpointer...), the statements' execution and planning "
+     "time (pg_stat_statements)", "end_to_end",
+     [("figures", f"{v}/throughput", *keys)
+      for v in ("push_http", "pushed")
+      for keys in (("postgresql_cpu_ms_per_job_by_part", "backends"),
+                   ("postgresql_cpu_ms_per_job_by_part", "background"),
+                   ("statements", -1, "ms_per_job"),
+                   ("statements", -1, "plan_ms_per_job"))], ""),
     ("flood jobs/s: HTTP agents / socket operations / pushed assignments", "end_to_end",
      [("figures", f"{v}/throughput", "jobs_per_s") for v in ("push_http", "push_socket", "pushed")],
      ""),

@@ -1,0 +1,48 @@
+"""The benchmarks' CPU meter tells a PostgreSQL server's sessions from the processes it runs for
+itself, on a real server (the one the suite runs on, on this machine)."""
+
+import os
+
+import psycopg
+import pytest
+
+from tests.bench.machine import CpuMeter, postgresql_part
+
+pytestmark = pytest.mark.services
+
+
+def _server_processes(services) -> dict[int, str]:
+    """Every process of the suite's PostgreSQL server now, with its ``backend_type``."""
+    with psycopg.connect(services.database_url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid, backend_type FROM pg_stat_activity").fetchall()
+    return dict(rows)
+
+
+def test_each_process_of_the_server_is_a_session_or_the_servers_own(services):
+    with psycopg.connect(services.database_url, autocommit=True) as session:
+        own = session.execute("SELECT pg_backend_pid()").fetchone()[0]
+        processes = _server_processes(services)
+        if not os.path.exists(f"/proc/{own}"):
+            pytest.skip("the suite's PostgreSQL server runs on another machine")
+        assert postgresql_part(own) == "backends"
+    kinds = set(processes.values())
+    assert {"client backend", "walwriter", "checkpointer"} <= kinds, kinds
+    for pid, kind in processes.items():
+        expected = "backends" if kind in ("client backend", "parallel worker") else "background"
+        assert postgresql_part(pid) == expected, (pid, kind)
+
+
+def test_the_parts_of_a_kind_add_up_to_the_kind(services):
+    with psycopg.connect(services.database_url, autocommit=True) as session:
+        session.execute("SELECT pg_backend_pid()").fetchone()
+        if not os.path.exists(f"/proc/{session.info.backend_pid}"):
+            pytest.skip("the suite's PostgreSQL server runs on another machine")
+        pids = set(_server_processes(services))
+        meter = CpuMeter({"postgresql": lambda: pids}, parts={"postgresql": postgresql_part})
+        # Work for the session to do, so that its part is not zero.
+        session.execute("SELECT count(*) FROM generate_series(1, 3000000)").fetchone()
+        parts = meter.parts("postgresql")
+    total = meter.reading()["postgresql"]
+    assert set(parts) == {"backends", "background"}
+    assert parts["backends"] > 0
+    assert sum(parts.values()) == pytest.approx(total)
