@@ -115,7 +115,10 @@ def verdict(value, comparison: str, bound) -> str:
     if comparison in ("<=", "<"):
         if not bound:
             return f"missed: {value:g} where the bound is {bound:g}"
-        return f"missed: {value / bound:.1f}x the bound"
+        ratio = value / bound  # two decimals near the bound, where one would read "1.0x"
+        return (
+            f"missed: {ratio:.2f}x the bound" if ratio < 1.1 else f"missed: {ratio:.1f}x the bound"
+        )
     return f"missed: {100 * value / bound:.0f} % of the bound"
 
 
