@@ -150,7 +150,9 @@ def test_a_submission_reads_the_printers_formats_in_its_one_read_of_the_device(m
         submit()
     # The device, then the job (in the test's transaction: within a savepoint).
     sent = [q["sql"] for q in seen.captured_queries if "SAVEPOINT" not in q["sql"]]
-    assert len(sent) == 2, sent
+    assert [sql for sql in sent if sql.startswith("SELECT")] == sent[:1], sent
+    if connection.vendor == "postgresql":  # the job, its document and its event: one statement
+        assert len(sent) == 2, sent
 
 
 def test_a_format_the_printer_cannot_take_is_refused_at_submission(client, made):
