@@ -13,6 +13,8 @@ write is one round trip (SQLite has ``RETURNING`` since 3.35). What they need of
   Django stores it there);
 - :func:`json_value`: a JSON column as read back (text on SQLite).
 
+:class:`Literal` is for the ORM's statements: a fixed value written into their text.
+
 The SQL copies of the queryset predicates, which need the tables, are in
 :mod:`qprint.models.raw`.
 """
@@ -24,6 +26,7 @@ import uuid
 from typing import Any
 
 from django.db import connection as db
+from django.db.models import Value
 
 
 def postgresql() -> bool:
@@ -78,3 +81,18 @@ def json_value(value: Any) -> Any:
     if isinstance(value, (str, bytes)):
         return json.loads(value)
     return value
+
+
+class Literal(Value):
+    """A constant written into the statement's text instead of bound as a parameter.
+
+    The job path's statements are prepared and planned once without their parameters' values (a
+    generic plan, docs/INSTALL.md). A status bound as a parameter cannot be matched to a partial
+    index's predicate (``WHERE status = '...'``) nor weighed by the column's statistics: the
+    plan then reads every job of a device to find the one or two in that status, its whole
+    history (docs/PERFORMANCE.md, "A device's history"). For the querysets' fixed statuses
+    (:mod:`qprint.models.querysets`), never for input."""
+
+    def as_sql(self, compiler, connection):
+        text = str(self.value).replace("'", "''").replace("%", "%%")
+        return f"'{text}'", []

@@ -70,8 +70,8 @@ from typing import Any
 
 from django.db import IntegrityError, connection, transaction
 from django.db.models import (
-    BooleanField,
     CharField,
+    Exists,
     F,
     IntegerField,
     OuterRef,
@@ -79,7 +79,6 @@ from django.db.models import (
     Subquery,
     UUIDField,
 )
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -90,7 +89,7 @@ from qprint.core.states import JobStatus
 from qprint.documents import storage
 from qprint.domain import connection as connections
 from qprint.domain import credentials, events
-from qprint.models import Device, PrintJob, raw
+from qprint.models import Device, DeviceCommand, PrintJob, raw
 from qprint.webhooks import outbox
 
 logger = logging.getLogger("qprint.claim")
@@ -684,18 +683,9 @@ def _build_lock(
     if on_wakeup:
         match["connection_id"] = Param("connection_id", UUIDField())
     if on_wakeup or state:
-        # The held job and the pending commands with their status as a literal, which a generic
-        # plan matches to the predicate of a partial index (``qprint_job_one_claimed_per_device``:
-        # one entry at most; ``qprint_command_pending_idx``). As a parameter (the querysets'),
-        # the generic plan read the device's jobs one by one, its whole history when it held
-        # none (docs/PERFORMANCE.md, "A device's history").
-        device = raw.tables()["device"]
-        wakeup = {
-            "claimed_job_id": RawSQL(raw.held_job_id(device), (), output_field=UUIDField()),
-            "command_pending": RawSQL(
-                raw.pending_command_exists(device), (), output_field=BooleanField()
-            ),
-        }
+        held = PrintJob.objects.filter(device_id=OuterRef("pk")).held().values("id")[:1]
+        pending = DeviceCommand.objects.filter(device_id=OuterRef("pk")).pending()
+        wakeup = {"claimed_job_id": Subquery(held), "command_pending": Exists(pending)}
     else:
         wakeup = {}
     devices = Device.objects.all()

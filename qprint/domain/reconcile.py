@@ -18,6 +18,7 @@ from django.db.models import Expression, IntegerField, QuerySet
 from django.db.models.functions import JSONObject, Now
 
 from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.sql import Literal
 from qprint.core.states import JobStatus
 from qprint.models import PrintJob
 
@@ -26,7 +27,7 @@ ACTIVE_STATUSES = (JobStatus.RECEIVED, JobStatus.SPOOLED)
 
 def active(queryset: QuerySet[PrintJob] | None = None) -> QuerySet[PrintJob]:
     return (queryset if queryset is not None else PrintJob.objects.all()).filter(
-        status__in=ACTIVE_STATUSES
+        status__in=[Literal(status.value) for status in ACTIVE_STATUSES]
     )
 
 

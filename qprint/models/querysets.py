@@ -13,7 +13,9 @@
 
 The guarded statements of the claim, the connection record and command delivery are raw SQL (one
 round trip each); their copies of these predicates are in :mod:`qprint.models.raw`, and
-``tests/qprint/models/test_predicates.py`` pins that each copy agrees with its queryset.
+``tests/qprint/models/test_predicates.py`` pins that each copy agrees with its queryset. A status
+is written into the statement (:class:`qprint.core.sql.Literal`), as in the raw copies: bound as
+a parameter, a prepared statement's generic plan could not use the partial indexes on it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from django.db import models
 from django.db.models import BooleanField, Count, ExpressionWrapper, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce, Now
 
+from qprint.core.sql import Literal
 from qprint.core.states import CommandStatus, JobStatus
 
 
@@ -32,17 +35,19 @@ def live_connection() -> Q:
 
 def held_job() -> Q:
     """The job its device holds: CLAIMED, until a device event or the server moves it on."""
-    return Q(status=JobStatus.CLAIMED)
+    return Q(status=Literal(JobStatus.CLAIMED.value))
 
 
 def pending_command() -> Q:
     """A command not delivered to its device yet."""
-    return Q(status=CommandStatus.PENDING)
+    return Q(status=Literal(CommandStatus.PENDING.value))
 
 
 def claimable_job() -> Q:
     """A job a claim may hand out: QUEUED and not past its ``expires_at`` (database clock)."""
-    return Q(status=JobStatus.QUEUED) & (Q(expires_at__isnull=True) | Q(expires_at__gt=Now()))
+    return Q(status=Literal(JobStatus.QUEUED.value)) & (
+        Q(expires_at__isnull=True) | Q(expires_at__gt=Now())
+    )
 
 
 class DeviceQuerySet(models.QuerySet):
@@ -61,7 +66,7 @@ class DeviceQuerySet(models.QuerySet):
         # The job model through the relation: qprint.models.jobs imports this module.
         jobs = self.model._meta.get_field("jobs").related_model
         queued = (
-            jobs.objects.filter(device=OuterRef("pk"), status=JobStatus.QUEUED)
+            jobs.objects.filter(device=OuterRef("pk"), status=Literal(JobStatus.QUEUED.value))
             .order_by()
             .values("device")
             .annotate(n=Count("pk"))

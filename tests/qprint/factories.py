@@ -1,4 +1,5 @@
-"""Rows for tests: devices (with their token), application keys, a live ready connection.
+"""Rows for tests: devices (with their token), application keys, a live ready connection, a
+device's history of finished jobs.
 
 The claim needs a device with a live ready connection; outside the realtime tests we set the four
 connection columns directly, as the connection record would after a ``state`` frame.
@@ -11,12 +12,13 @@ import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import connection
 from django.db.models import F
 from django.db.models.functions import Now
 from django.urls import reverse
 
 from qprint.domain import credentials
-from qprint.models import ApplicationKey, Device
+from qprint.models import ApplicationKey, Device, PrintJob
 
 
 @dataclass
@@ -103,3 +105,22 @@ def submitted_and_claimed(
     ).json()
     assignment = client.post(reverse("qprint:device-claim"), **device.auth).json()
     return job, assignment
+
+
+def finished_jobs(device: Device, count: int) -> None:
+    """``count`` PRINTED jobs of ``device`` (its history), a minute apart, the newest an hour
+    ago, in one statement (PostgreSQL)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            INSERT INTO {PrintJob._meta.db_table}
+                (id, tenant, device_id, title, content_type, size, sha256, options, priority,
+                 status, status_reason, idempotency_fingerprint, claim_id, claim_node, attempts,
+                 cancel_requested, submitted_by, created_at, claimed_at, received_at, finished_at)
+            SELECT gen_random_uuid(), %s, %s, '', 'application/pdf', 10, repeat('0', 64), '{{}}',
+                   0, 'PRINTED', '', '', gen_random_uuid(), '', 1, false, '', at, at, at, at
+            FROM (SELECT now() - interval '1 hour' - n * interval '1 minute' AS at
+                  FROM generate_series(1, %s) AS n) AS history
+            """,
+            [device.tenant, device.pk, count],
+        )
