@@ -243,6 +243,10 @@ FIGURES = [
      "submit_job_in_process",
      [("figures", "cpu_ms_per_submission"), ("figures", "cpu_over_floor"),
       ("figures", "wall", "p50_ms"), ("figures", "wall", "p99_ms")], ""),
+    ("a device's history: claim p50 (ms), buffers of the claim's read and of a connect's, with "
+     "no finished job / 5,000 / 50,000", "device_history",
+     [("figures", h, *keys) for h in ("0", "5000", "50000")
+      for keys in (("claim", "p50_ms"), ("read_buffers",), ("connect_read_buffers",))], ""),
     ("the disk under PostgreSQL, after the end-to-end run: fsync of 8 KiB p50 / p99 / p99.9 / "
      "max (ms)", "end_to_end",
      [("disk_fsync", k) for k in ("p50_ms", "p99_ms", "p999_ms", "max_ms")], ""),
