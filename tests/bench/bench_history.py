@@ -18,6 +18,7 @@ import logging
 import time
 
 import pytest
+from django.db import connection
 
 from qprint.domain import claim
 from qprint.domain import connection as connections
@@ -49,8 +50,6 @@ def _claims(device, count: int) -> list[float]:
 
 
 def test_device_history(transactional_db, bench_result):
-    from django.db import connection
-
     logging.disable(logging.INFO)  # one line per move: right in production, noise here
     try:
         figures = {}

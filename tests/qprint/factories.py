@@ -107,9 +107,9 @@ def submitted_and_claimed(
     return job, assignment
 
 
-def finished_jobs(device: Device, count: int) -> None:
-    """``count`` PRINTED jobs of ``device`` (its history), a minute apart, the newest an hour
-    ago, in one statement (PostgreSQL)."""
+def finished_jobs(device: Device, count: int, status: str = "PRINTED") -> None:
+    """``count`` finished jobs (``status``) of ``device``, its history, a minute apart, the newest
+    an hour ago, in one statement (PostgreSQL)."""
     with connection.cursor() as cursor:
         cursor.execute(
             f"""
@@ -118,9 +118,9 @@ def finished_jobs(device: Device, count: int) -> None:
                  status, status_reason, idempotency_fingerprint, claim_id, claim_node, attempts,
                  cancel_requested, submitted_by, created_at, claimed_at, received_at, finished_at)
             SELECT gen_random_uuid(), %s, %s, '', 'application/pdf', 10, repeat('0', 64), '{{}}',
-                   0, 'PRINTED', '', '', gen_random_uuid(), '', 1, false, '', at, at, at, at
+                   0, %s, '', '', gen_random_uuid(), '', 1, false, '', at, at, at, at
             FROM (SELECT now() - interval '1 hour' - n * interval '1 minute' AS at
                   FROM generate_series(1, %s) AS n) AS history
             """,
-            [device.tenant, device.pk, count],
+            [device.tenant, device.pk, status, count],
         )
