@@ -8,12 +8,16 @@ applied. This module is the only writer of those four columns, and every write i
 - :func:`take` - a new connection takes the row unconditionally (newest wins), not ready, lease
   ``now() + 3 x heartbeat``, and ``connection_since = now()`` (shown to people, read by no
   rule); one read after it lists the device's jobs in RECEIVED or SPOOLED (``hello``'s
-  ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The caller then
-  publishes ``replaced`` so an older socket closes. The common case, authentication included,
-  is :func:`take_presented`: ``WHERE token_hash = <the hash of the presented token> AND kind =
-  'agent' AND enabled``, the tenant without webhook endpoints, in the same statement, which
-  reads the active jobs too (the upgrade's only round trip); an upgrade it does not match takes
-  the full way (``credentials.authenticate_device``, then :func:`take`).
+  ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The statement
+  also says whether the row named a connection when it took it (``Taken.displaced``, read in
+  the row's lock): only then can an older socket be open, and the caller publishes
+  ``replaced`` so it closes. A row that names none was cleared by its last socket as it closed
+  (:func:`clear` is guarded by the socket's own id): nothing to tell. The common case,
+  authentication included, is :func:`take_presented`: ``WHERE token_hash = <the hash of the
+  presented token> AND kind = 'agent' AND enabled``, the tenant without webhook endpoints, in
+  the same statement, which reads the active jobs too (the upgrade's only round trip); an
+  upgrade it does not match takes the full way (``credentials.authenticate_device``, then
+  :func:`take`).
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat. :func:`ping_many` is the same for the pings of several connections of a node at
@@ -82,6 +86,9 @@ class Taken:
     settings: dict[str, Any]
     #: ``(job_id, claim_id, status)`` of the device's jobs in RECEIVED or SPOOLED.
     active_jobs: tuple[tuple[str, str, str], ...] = ()
+    #: The row named another connection when this one took it: an older socket may still be
+    #: open, on any node (the caller publishes ``replaced``).
+    displaced: bool = True
 
 
 @dataclass(frozen=True)
@@ -189,7 +196,7 @@ def _take_assignments() -> str:
 _TAKEN_COLUMNS = ("enabled", "paused", "control_revision", "settings_revision", "settings")
 
 
-def _taken(row: tuple, active_jobs: tuple[tuple[str, str, str], ...]) -> Taken:
+def _taken(row: tuple, active_jobs: tuple[tuple[str, str, str], ...], *, displaced: bool) -> Taken:
     """The :class:`Taken` of a row of :data:`_TAKEN_COLUMNS`, with the device's active jobs."""
     return Taken(
         enabled=bool(row[0]),
@@ -198,7 +205,34 @@ def _taken(row: tuple, active_jobs: tuple[tuple[str, str, str], ...]) -> Taken:
         settings_revision=int(row[3]),
         settings=sql.json_value(row[4]) or {},
         active_jobs=active_jobs,
+        displaced=displaced,
     )
+
+
+@functools.cache
+def _take_statement(vendor: str) -> str:
+    """:func:`take`'s statement, built once per vendor: the row taken, with whether it named a
+    connection (PostgreSQL: the row as the take's lock found it, the take's own sub-select)."""
+    d = raw.tables()["device"]
+    if vendor != "postgresql":  # SQLite: RETURNING sees only the row as updated
+        return f"""
+            UPDATE {d} SET {_take_assignments()}
+            WHERE id = %s
+            RETURNING {", ".join(_TAKEN_COLUMNS)}
+            """
+    return f"""
+        UPDATE {d} SET {_take_assignments()}
+        FROM (SELECT id, connection_id FROM {d} WHERE id = %s FOR NO KEY UPDATE) AS previous
+        WHERE {d}.id = previous.id
+        RETURNING {", ".join(f"{d}.{c}" for c in _TAKEN_COLUMNS)},
+            previous.connection_id IS NOT NULL
+        """
+
+
+def _named_a_connection(device_id: int) -> bool:
+    """SQLite's half of :func:`take`'s question (one writer at a time, development only): the
+    row names a connection just before the take."""
+    return Device.objects.filter(pk=device_id, connection_id__isnull=False).exists()
 
 
 def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds: float) -> Taken:
@@ -206,14 +240,11 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
-    t = raw.tables()
+    postgresql = db.vendor == "postgresql"
     with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce:
+        displaced = None if postgresql else _named_a_connection(device_id)
         rows = prepared.fetch(
-            f"""
-            UPDATE {t["device"]} SET {_take_assignments()}
-            WHERE id = %s
-            RETURNING {", ".join(_TAKEN_COLUMNS)}
-            """,
+            _take_statement(db.vendor),
             [
                 sql.uuid_param(connection_id),
                 node,
@@ -225,7 +256,9 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             raise Replaced(f"device {device_id} does not exist")
         row = rows[0]
         announce()
-    return _taken(row, reconcile.active_jobs(device_id))
+    if displaced is None:
+        displaced = bool(row[len(_TAKEN_COLUMNS)])
+    return _taken(row, reconcile.active_jobs(device_id), displaced=displaced)
 
 
 #: The gate of :func:`take_presented`: the agent holding the token hashed ``digest`` (the
@@ -248,7 +281,8 @@ def take_presented(
     The agent holding the token hashed ``token_hash``, enabled, whose tenant has no webhook
     endpoint (a ``device.connected`` delivery is written in the take's transaction, which
     :func:`take` runs) takes its row as :func:`take` does; the statement locks the row it judges
-    and returns it whole (:class:`Device`) with what the take returns, the device's active jobs
+    and returns it whole as it found it (:class:`Device`; its connection columns are the
+    displaced connection's) with what the take returns, the device's active jobs
     read in the same statement (:func:`reconcile.active_jobs_column`; as of the statement's
     start, where :func:`take` reads them after its commit: a job the device reports meanwhile is
     in its journal either way, and an event sent again is answered as a replay). ``None`` when it
@@ -277,7 +311,15 @@ def take_presented(
         return None
     [row] = rows
     [device] = _TAKE_GATE.instances([row])
-    return device, _taken(row[-len(_TAKEN_COLUMNS) :], reconcile.active_jobs_of(device.active_jobs))
+    # The gate's row is the row as the take's lock found it: the connection it names, if any, is
+    # the one this take displaced.
+    displaced = device.connection_id is not None
+    taken = _taken(
+        row[-len(_TAKEN_COLUMNS) :],
+        reconcile.active_jobs_of(device.active_jobs),
+        displaced=displaced,
+    )
+    return device, taken
 
 
 @functools.cache

@@ -203,14 +203,16 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             self.connection_id,
             self.node,
         )
-        # Newest wins: tell an older socket of this device, on any node, to close (best effort;
-        # without the bus the old socket learns it on its next frame).
-        replaced = {
-            "type": "qprint.replaced",
-            "device_id": self.device_id,
-            "connection_id": str(self.connection_id),
-        }
-        self._publishing = asyncio.ensure_future(self._bus.publish(self.device_id, replaced))
+        if taken.displaced:
+            # Newest wins: tell the older socket of this device, on any node, to close (best
+            # effort; without the bus it learns it on its next frame). A row that named no
+            # connection has no older socket to tell: nothing goes through Redis.
+            replaced = {
+                "type": "qprint.replaced",
+                "device_id": self.device_id,
+                "connection_id": str(self.connection_id),
+            }
+            self._publishing = asyncio.ensure_future(self._bus.publish(self.device_id, replaced))
         # The device's frames wait for its group's subscription (bounded): its `state` then reads
         # the row after any wakeup the subscription could have missed, and the subscription's
         # reconcile has nothing left to read.

@@ -181,6 +181,40 @@ async def test_new_connection_on_b_replaces_one_on_a(nodes, devices):
         await second.close()
 
 
+async def test_only_a_connection_that_displaces_another_publishes_replaced(nodes, devices, redis):
+    """A device's first socket has no older one to close: nothing of it goes through Redis. The
+    first ``replaced`` on the device's group is the second socket's."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    from qprint.realtime.bus import device_group
+
+    a, _ = nodes
+    device, first = await devices("desk-quiet")
+    listener = RedisPubSubChannelLayer(hosts=[redis.url])
+    channel = await listener.new_channel()
+    try:
+        await listener.group_add(device_group(device.pk), channel)
+        # Subscribed once a message sent to the group comes back.
+        await listener.group_send(device_group(device.pk), {"type": "test.subscribed"})
+        assert (await asyncio.wait_for(listener.receive(channel), 5))["type"] == "test.subscribed"
+        await first.connect(a.ws)
+        await ready(device)
+        second = RealDevice(first.token)
+        try:
+            await second.connect(a.ws)
+            assert await first.wait_closed(5) == 4000
+            message = await asyncio.wait_for(listener.receive(channel), 5)
+        finally:
+            await second.close()
+    finally:
+        await listener.flush()
+    assert message == {
+        "type": "qprint.replaced",
+        "device_id": device.pk,
+        "connection_id": second.hello["connection_id"],
+    }
+
+
 # -- upgrade answers ------------------------------------------------------------------------------
 
 
