@@ -413,6 +413,20 @@ def read(device_id: int, connection_id: uuid.UUID) -> DeviceState:
     return _state(row)
 
 
+@functools.cache
+def _mark_ready_statement(vendor: str) -> str:
+    """:func:`mark_ready`'s statement, built once per database vendor (every connect runs it)."""
+    d = raw.tables()["device"]
+    return f"""
+        UPDATE {d} SET
+            connection_ready = {sql.true()},
+            control_applied_revision = %s, settings_applied_revision = %s,
+            connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
+        WHERE id = %s AND connection_id = %s
+        RETURNING {_state_columns()}, {raw.open_command_exists(d)} AS command_open
+        """
+
+
 def mark_ready(
     device_id: int,
     connection_id: uuid.UUID,
@@ -425,18 +439,10 @@ def mark_ready(
 
     The caller has checked that the revisions are not above those it sent (4400 otherwise).
     """
-    t = raw.tables()
     row = _guarded_row(
         device_id,
         connection_id,
-        f"""
-            UPDATE {t["device"]} SET
-                connection_ready = {sql.true()},
-                control_applied_revision = %s, settings_applied_revision = %s,
-                connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()}
-            WHERE id = %s AND connection_id = %s
-            RETURNING {_state_columns()}, {raw.open_command_exists(t["device"])} AS command_open
-            """,
+        _mark_ready_statement(db.vendor),
         [
             control_applied_revision,
             settings_applied_revision,
