@@ -32,6 +32,55 @@ def sessions_waiting_on_a_lock(query_like: str) -> int:
         return cursor.fetchone()[0]
 
 
+def waited_for_a_lock(hold, wait, waiting_like: str, what: str):
+    """What ``wait()`` returned (or raised) when it ran while ``hold()``'s transaction was open.
+
+    ``hold()`` runs in a transaction on a thread of its own, which stays open until ``wait()``,
+    on a second thread, waits on a lock in a statement whose text matches ``waiting_like``
+    (:func:`sessions_waiting_on_a_lock`; ``what`` names that wait in a timeout's message); then
+    the first commits and the second goes on. How a test makes a statement wait for another's
+    row lock, with no sleep. PostgreSQL only. Each thread closes its connection."""
+    import threading
+
+    from django.db import transaction
+
+    from tests.waiting import wait_until
+
+    holding, commit = threading.Event(), threading.Event()
+    answers: dict = {}
+
+    def first() -> None:
+        try:
+            with transaction.atomic():
+                hold()
+                holding.set()
+                commit.wait(30)
+        finally:
+            connection.close()
+
+    def second() -> None:
+        try:
+            answers["waited"] = wait()
+        except Exception as exc:  # the caller asserts on it
+            answers["waited"] = exc
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=first)
+    holder.start()
+    waiter = threading.Thread(target=second)
+    try:
+        assert holding.wait(30), "the holding transaction did not run"
+        waiter.start()
+        wait_until(lambda: sessions_waiting_on_a_lock(waiting_like) == 1, 30, message=what)
+    finally:
+        commit.set()
+        holder.join(30)
+        if waiter.ident is not None:  # started
+            waiter.join(30)
+    return answers["waited"]
+
+
 @contextmanager
 def cursors_seen():
     """The cursor each statement of the block ran on, in order (Django's execute wrappers see

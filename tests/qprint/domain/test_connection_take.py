@@ -6,18 +6,16 @@ that waited for another's lock sees the connection that other take committed."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 
 import pytest
-from django.db import connection, transaction
+from django.db import connection
 
 from qprint.domain import connection as connections
 from qprint.domain import credentials
 from qprint.domain.device_operations import open_socket
 from qprint.models import Device, WebhookEndpoint
-from tests.qprint.helpers import make_device, sessions_waiting_on_a_lock
-from tests.waiting import wait_until
+from tests.qprint.helpers import make_device, waited_for_a_lock
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -69,44 +67,11 @@ def test_a_take_that_waited_for_anothers_lock_displaces_the_connection_committed
     if connection.vendor != "postgresql":
         pytest.skip("row locks: PostgreSQL")
     made = make_device()
-    holding, commit = threading.Event(), threading.Event()
-    answers: dict = {}
-
-    def first() -> None:
-        try:
-            with transaction.atomic():
-                full_way(made.device.pk)
-                holding.set()
-                commit.wait(30)
-        finally:
-            connection.close()
-
-    def second() -> None:
-        try:
-            if way == "upgrade":
-                answers["taken"] = upgrade(made.token)[1]
-            else:
-                answers["taken"] = full_way(made.device.pk)
-        except Exception as exc:  # reported below
-            answers["taken"] = exc
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=first)
-    holder.start()
-    assert holding.wait(30), "the first take did not run"
-    taker = threading.Thread(target=second)
-    taker.start()
-    try:
-        wait_until(
-            lambda: sessions_waiting_on_a_lock("%qprint_device%") == 1,
-            30,
-            message="the second take waiting on the first's lock",
-        )
-    finally:
-        commit.set()
-        holder.join(30)
-        taker.join(30)
-    taken = answers["taken"]
+    taken = waited_for_a_lock(
+        lambda: full_way(made.device.pk),
+        (lambda: upgrade(made.token)[1]) if way == "upgrade" else lambda: full_way(made.device.pk),
+        "%qprint_device%",
+        "the second take waiting on the first's lock",
+    )
     assert isinstance(taken, connections.Taken), taken
     assert taken.displaced

@@ -12,6 +12,7 @@ from django.db import connection
 from qprint.core.errors import EnrolmentRefused, NotFound
 from qprint.domain import credentials, enrolment
 from qprint.models import Device, Enrolment
+from tests.qprint.helpers import waited_for_a_lock
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.services]
 
@@ -83,48 +84,14 @@ def test_a_poll_waiting_on_the_approval_gets_the_new_device_s_token():
     and the poll would answer ``access_denied`` as if the device had been deleted)."""
     if connection.vendor != "postgresql":
         pytest.skip("row locks: PostgreSQL")
-    from django.db import transaction
-
-    from tests.processes import wait_until
-    from tests.qprint.helpers import sessions_waiting_on_a_lock
-
     started = enrolment.start({"hostname": "h"}, source="192.0.2.1")
-    approving, commit = threading.Event(), threading.Event()
-    answers: dict = {}
-
-    def approve() -> None:
-        try:
-            with transaction.atomic():
-                enrolment.approve(
-                    started.user_code, source="198.51.100.1", actor="x", tenant="acme", name="late"
-                )
-                approving.set()
-                commit.wait(30)
-        finally:
-            connection.close()
-
-    def poll() -> None:
-        try:
-            answers["poll"] = enrolment.poll(started.device_code, source="10.0.0.1")
-        except Exception as exc:  # the refusal is the answer
-            answers["poll"] = exc
-        finally:
-            connection.close()
-
-    approver = threading.Thread(target=approve)
-    approver.start()
-    assert approving.wait(30), "the approval did not run"
-    poller = threading.Thread(target=poll)
-    poller.start()
-
-    wait_until(
-        lambda: sessions_waiting_on_a_lock("%qprint_enrolment%") == 1,
-        30,
-        message="the poll waiting on the approval's lock",
+    grant = waited_for_a_lock(
+        lambda: enrolment.approve(
+            started.user_code, source="198.51.100.1", actor="x", tenant="acme", name="late"
+        ),
+        lambda: enrolment.poll(started.device_code, source="10.0.0.1"),
+        "%qprint_enrolment%",
+        "the poll waiting on the approval's lock",
     )
-    commit.set()
-    approver.join(30)
-    poller.join(30)
-    grant = answers["poll"]
     assert isinstance(grant, enrolment.Grant), grant
     assert credentials.device_for_token(grant.token).name == "late"

@@ -165,15 +165,26 @@ async def test_silent_device_loses_lease_and_row_and_claims_answer_not_connected
 # -- replacement ----------------------------------------------------------------------------
 
 
-async def test_new_connection_on_b_replaces_one_on_a(nodes, devices):
-    a, b = nodes
-    device, first = await devices("desk-replace")
-    await first.connect(a.ws)
+async def replaced(device, first: RealDevice, on: Node, by_one_on: Node) -> RealDevice:
+    """``first`` connects to ``on`` and is ready, then a second socket of the device connects
+    to ``by_one_on``, and the first is closed 4000. The second is open (the caller closes it)."""
+    await first.connect(on.ws)
     await ready(device)
     second = RealDevice(first.token)
     try:
-        await second.connect(b.ws)
+        await second.connect(by_one_on.ws)
         assert await first.wait_closed(5) == 4000
+    except BaseException:
+        await second.close()
+        raise
+    return second
+
+
+async def test_new_connection_on_b_replaces_one_on_a(nodes, devices):
+    a, b = nodes
+    device, first = await devices("desk-replace")
+    second = await replaced(device, first, on=a, by_one_on=b)
+    try:
         d = await database_sync_to_async(row)(device.pk)
         assert d.connection_node == "node-b"
         assert str(d.connection_id) == second.hello["connection_id"]
@@ -197,12 +208,8 @@ async def test_only_a_connection_that_displaces_another_publishes_replaced(nodes
         # Subscribed once a message sent to the group comes back.
         await listener.group_send(device_group(device.pk), {"type": "test.subscribed"})
         assert (await asyncio.wait_for(listener.receive(channel), 5))["type"] == "test.subscribed"
-        await first.connect(a.ws)
-        await ready(device)
-        second = RealDevice(first.token)
+        second = await replaced(device, first, on=a, by_one_on=a)
         try:
-            await second.connect(a.ws)
-            assert await first.wait_closed(5) == 4000
             message = await asyncio.wait_for(listener.receive(channel), 5)
         finally:
             await second.close()
