@@ -52,7 +52,8 @@ class NotFound(QPrintError):
 class Conflict(QPrintError):
     """The request conflicts with the object's state (HTTP 409).
 
-    Codes: ``idempotency_conflict``, ``already_reprinted``, ``job_final``.
+    Codes: ``idempotency_conflict``, ``already_reprinted``, ``job_final``, ``not_an_agent``,
+    ``not_cloudprnt``.
     """
 
     code = "conflict"

@@ -41,7 +41,7 @@ from django.db.models.functions import Now
 from qprint.core import cloudprnt_protocol as protocol
 from qprint.core import cluster, gate
 from qprint.core.conf import qprint_settings
-from qprint.core.errors import EventRejected, Invalid, NotFound, QPrintError
+from qprint.core.errors import Conflict, EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.states import JobStatus
 from qprint.documents import render, stack, storage
 from qprint.domain import claim, connection, credentials, devices, events
@@ -441,8 +441,16 @@ def expire_unconfirmed(batch: int = 200) -> int:
 
 
 def forget_printer(device: Device | int) -> None:
-    """Unbind the device's printer (it was replaced): the next poll with its token binds again."""
+    """Unbind the device's printer (it was replaced): the next poll with its token binds again.
+
+    Raises :class:`NotFound` (``unknown_device``), or :class:`Conflict` (``not_cloudprnt``) for an
+    agent's device, which has no printer of its own to forget."""
     device_id = device.pk if isinstance(device, Device) else int(device)
     if not connection.forget_printer(device_id):
+        if Device.objects.filter(pk=device_id).exists():
+            raise Conflict(
+                "not_cloudprnt",
+                f"Device {device_id} is an agent's device, not a CloudPRNT printer.",
+            )
         raise NotFound("unknown_device", "No such device.")
     logger.info("cloudprnt_printer_forgotten device=%s", device_id)

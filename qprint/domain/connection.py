@@ -10,9 +10,10 @@ applied. This module is the only writer of those four columns, and every write i
   rule); one read after it lists the device's jobs in RECEIVED or SPOOLED (``hello``'s
   ``active_jobs``, which the agent answers from its journal: docs/PROTOCOL.md). The statement
   also says whether the row named a connection when it took it (``Taken.displaced``, read in
-  the row's lock): only then can an older socket be open, and the caller publishes
-  ``replaced`` so it closes. A row that names none was cleared by its last socket as it closed
-  (:func:`clear` is guarded by the socket's own id): nothing to tell. The common case,
+  the row's lock on PostgreSQL): only then can an older socket be open, and the caller
+  publishes ``replaced`` so it closes. An agent's row that names none was cleared by its last
+  socket as it closed, however it closed (:func:`clear` is guarded by the socket's own id):
+  nothing to tell. The common case,
   authentication included, is :func:`take_presented`: ``WHERE token_hash = <the hash of the
   presented token> AND kind = 'agent' AND enabled``, the tenant without webhook endpoints, in
   the same statement, which reads the active jobs too (the upgrade's only round trip); an
@@ -230,8 +231,9 @@ def _take_statement(vendor: str) -> str:
 
 
 def _named_a_connection(device_id: int) -> bool:
-    """SQLite's half of :func:`take`'s question (one writer at a time, development only): the
-    row names a connection just before the take."""
+    """SQLite's half of :func:`take`'s question, read just before the take without a row lock
+    (SQLite has none; development only): two takes at once may both read none, and the older
+    socket then learns that it was replaced at its next frame, as without the bus."""
     return Device.objects.filter(pk=device_id, connection_id__isnull=False).exists()
 
 
@@ -628,7 +630,8 @@ def poll(device_id: int, mac: str, node: str, default_seconds: float) -> Polled:
 
 def forget_printer(device_id: int) -> bool:
     """Unbind a CloudPRNT device's printer (a replaced printer): the next poll, from any MAC,
-    binds again. The connection is forgotten with it. False when the device does not exist."""
+    binds again. The connection is forgotten with it. False when no CloudPRNT device has that
+    id: an agent's connection is its socket's, which only :func:`take` and :func:`clear` write."""
     t = raw.tables()
     with db.cursor() as cursor:
         cursor.execute(
@@ -636,9 +639,9 @@ def forget_printer(device_id: int) -> bool:
             UPDATE {t["device"]} SET
                 printer_mac = '', connection_id = NULL, connection_node = '',
                 connection_ready = {sql.false()}, connection_lease_expires_at = NULL
-            WHERE id = %s
+            WHERE id = %s AND kind = %s
             """,
-            [device_id],
+            [device_id, DeviceKind.CLOUDPRNT],
         )
         return cursor.rowcount == 1
 

@@ -10,13 +10,13 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from qprint import api
-from qprint.core.errors import Invalid
+from qprint.core.errors import Conflict, Invalid, NotFound
 from qprint.domain import cloudprnt
 from qprint.models import Device, DevicePrinter, PrintJob, PrintJobEvent, WebhookDelivery
 from qprint.webhooks import endpoints
 from tests.qprint.cloudprnt.endpoint import STARPRNT, event_types, job_of, submit
 from tests.qprint.cloudprnt.simulator import StarPrinter
-from tests.qprint.factories import make_key
+from tests.qprint.factories import connect, make_device, make_key
 
 pytestmark = pytest.mark.django_db
 
@@ -197,6 +197,19 @@ def test_the_first_poll_binds_the_mac_and_another_mac_is_refused(printer, made):
     api.forget_printer(device)
     assert impostor.poll()["jobReady"] is True
     assert Device.objects.get(pk=device.pk).printer_mac == impostor.mac
+
+
+def test_forgetting_the_printer_of_an_agent_s_device_is_refused_and_leaves_its_socket_s_row():
+    """An agent's connection is its socket's: forgetting a printer it does not have is refused
+    (409 ``not_cloudprnt``) and leaves the connection the row names; an unknown device is 404."""
+    agent = connect(make_device(name="desk-agent").device)
+    with pytest.raises(Conflict) as refused:
+        api.forget_printer(agent)
+    assert refused.value.code == "not_cloudprnt" and refused.value.status == 409
+    assert agent.connection_id is not None
+    assert Device.objects.get(pk=agent.pk).connection_id == agent.connection_id
+    with pytest.raises(NotFound):
+        api.forget_printer(agent.pk + 1000)
 
 
 def test_the_poll_keeps_the_printer_state_and_what_it_says_of_itself(printer, made):
