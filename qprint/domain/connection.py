@@ -13,12 +13,11 @@ applied. This module is the only writer of those four columns, and every write i
   the row's lock on PostgreSQL): only then can an older socket be open, and the caller
   publishes ``replaced`` so it closes. An agent's row that names none was cleared by its last
   socket as it closed, however it closed (:func:`clear` is guarded by the socket's own id):
-  nothing to tell. The common case,
-  authentication included, is :func:`take_presented`: ``WHERE token_hash = <the hash of the
-  presented token> AND kind = 'agent' AND enabled``, the tenant without webhook endpoints, in
-  the same statement, which reads the active jobs too (the upgrade's only round trip); an
-  upgrade it does not match takes the full way (``credentials.authenticate_device``, then
-  :func:`take`).
+  nothing to tell. The common case, authentication included, is :func:`take_presented`:
+  ``WHERE token_hash = <the hash of the presented token> AND kind = 'agent' AND enabled``, the
+  tenant without webhook endpoints, in the same statement, which reads the active jobs too (the
+  upgrade's only round trip); an upgrade it does not match takes the full way
+  (``credentials.authenticate_device``, then :func:`take`).
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat. :func:`ping_many` is the same for the pings of several connections of a node at
@@ -242,9 +241,9 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
 
     Raises :class:`Replaced` when the device is gone (deleted) - the caller refuses the socket.
     """
-    postgresql = db.vendor == "postgresql"
+    postgresql = sql.postgresql()
     with outbox.announcing_device(device_id, DEVICE_CONNECTED) as announce:
-        displaced = None if postgresql else _named_a_connection(device_id)
+        named_before = None if postgresql else _named_a_connection(device_id)
         rows = prepared.fetch(
             _take_statement(db.vendor),
             [
@@ -258,8 +257,7 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
             raise Replaced(f"device {device_id} does not exist")
         row = rows[0]
         announce()
-    if displaced is None:
-        displaced = bool(row[len(_TAKEN_COLUMNS)])
+    displaced = bool(row[len(_TAKEN_COLUMNS)]) if postgresql else bool(named_before)
     return _taken(row, reconcile.active_jobs(device_id), displaced=displaced)
 
 
