@@ -69,6 +69,36 @@ def test_the_asgi_module_leaves_what_start_up_made_out_of_full_collections(redis
     assert layer_tracked == "False"  # made, then frozen with the rest
 
 
+def test_the_asgi_module_sets_the_collectors_thresholds_for_long_lived_sockets():
+    """A node collects its youngest generation after 7,000 more allocations than frees, not
+    Python's 700: full collections, which walk every socket's objects, run ten times less often
+    (docs/OPERATIONS.md, "Capacity")."""
+    result = run_example_project(
+        "-c", "import gc, example_project.asgi; print(*gc.get_threshold())", DEBUG="1"
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == ["7000", "10", "10"]
+
+
+@pytest.mark.parametrize(("setting", "expected"), [((1234, 5, 6), (1234, 5, 6)), (None, None)])
+def test_freeze_start_up_sets_the_thresholds_of_the_setting_or_leaves_them(
+    monkeypatch, settings, setting, expected
+):
+    import gc
+
+    from qprint.routing import freeze_start_up
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(gc, "freeze", lambda: None)  # this test process is no node
+    monkeypatch.setattr(gc, "collect", lambda *args: 0)
+    settings.QPRINT = {"GC_THRESHOLD": setting}
+    try:
+        freeze_start_up()
+        assert gc.get_threshold() == (expected or before)
+    finally:
+        gc.set_threshold(*before)
+
+
 def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
     import tomllib
 

@@ -22,6 +22,8 @@ setting's rule and id is declared with the setting in :mod:`qprint.core.conf`.
 - ``qprint.E020``: ``TRUSTED_PROXIES`` is not a list of addresses or networks (CIDR).
 - ``qprint.E021``: ``RENDER_MEMORY_BYTES`` is below 64 MiB, too little for a render worker to load
   PDFium (every preview and fit check would fail; docs/DOCUMENTS.md).
+- ``qprint.E031``: ``GC_THRESHOLD`` is neither ``None`` nor three positive integers (the garbage
+  collector's thresholds a node sets in ``qprint.routing.freeze_start_up()``).
 
 The deployment around qprint (docs/INSTALL.md):
 

@@ -127,6 +127,28 @@ SETTINGS: tuple[Setting, ...] = (
         4,
         "HTTP API: threads of each process that run the async views' database work.",
     ),
+    Setting(
+        "GC_THRESHOLD",
+        (7000, 10, 10),
+        (
+            "The garbage collector's thresholds in a node (gc.set_threshold), set by "
+            "qprint.routing.freeze_start_up(): the youngest generation is collected after this "
+            "many more allocations than frees, ten times Python's 700, so full collections, "
+            "which stop every socket of the node, run ten times less often (docs/OPERATIONS.md, "
+            '"Capacity"). None leaves the interpreter\'s.'
+        ),
+        must="None or three positive integers",
+        valid=lambda value: (
+            value is None
+            or (
+                isinstance(value, list | tuple)
+                and len(value) == 3
+                and all(positive_int(v) for v in value)
+            )
+        ),
+        error="qprint.E031",
+        hint='Python\'s own are (700, 10, 10); see docs/OPERATIONS.md, "Capacity".',
+    ),
     seconds(
         "BUS_PROBE_SECONDS",
         2,

@@ -58,6 +58,22 @@ def test_the_enrolment_page_is_an_absolute_url(value, expected):
     assert ids(ENROLMENT_VERIFICATION_URI=value) == expected
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (None, []),
+        ((700, 10, 10), []),
+        ([7000, 10, 10], []),
+        ((0, 10, 10), ["qprint.E031"]),  # 0 would turn automatic collection off
+        ((7000, 10), ["qprint.E031"]),
+        ((7000.0, 10, 10), ["qprint.E031"]),
+        ("7000", ["qprint.E031"]),
+    ],
+)
+def test_the_collector_thresholds_are_three_positive_integers_or_none(value, expected):
+    assert ids(GC_THRESHOLD=value) == expected
+
+
 def test_job_ttl_may_be_none_but_not_zero():
     assert ids(JOB_TTL_SECONDS=None) == []
     assert ids(JOB_TTL_SECONDS=0) == ["qprint.E004"]
