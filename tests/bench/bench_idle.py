@@ -15,7 +15,15 @@ One Daphne node (PostgreSQL, a Redis of the bench's own, the default 20 s heartb
   (``pg_stat_statements`` on the private PostgreSQL; only this node uses the benchmark's
   database, and this process reads nothing from it meanwhile) per ping sent, and the statements
   that ran, by calls; the node's own background statements (the drain watch every 2 s) are in
-  the figure.
+  the figure;
+- **churn**: ``CHURN_ROUNDS`` times, a different fifth of the devices closes its socket and
+  connects again (what devices behind a flaky network do): the node's CPU per reconnect, and how
+  much its RSS grew (the closed sockets' objects are freed by the garbage collector's full
+  collections only, as they hold reference cycles: what the collector leaves uncollected shows
+  here);
+- **full collections** of the node's garbage collector in each phase (connecting, the ping
+  window, the churn: how many, the longest pause, their CPU; ``tests/bench/gc_hook``): each one
+  walks every object of the node's sockets and stops all of them meanwhile.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ from django.db import connection
 
 from tests.bench.common import make_devices
 from tests.bench.conftest import size
+from tests.bench.deployed import gc_pauses
 from tests.bench.machine import process_cpu_seconds, process_rss_bytes
 from tests.bench.postgres import PrivatePostgres
 from tests.bench.profile import PROFILE_DIR, profiler
@@ -41,6 +50,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 IDLE = int(os.environ.get("BENCH_IDLE", 0)) or size(5000, 1000)
 HEARTBEAT = 20
+CHURN_ROUNDS = 3
 BATCH = 50  # more at once overflows the listen backlog: a refused connect, not a cost
 WINDOW = 2 * HEARTBEAT
 
@@ -105,6 +115,7 @@ async def test_idle_devices(node, bench_result):
     devices: list[RealDevice] = []
     spy = profiler(pid, "idle-connects") if PROFILE_DIR else None
     started, node_cpu, own_cpu = time.monotonic(), process_cpu_seconds(pid), time.process_time()
+    connecting_since = time.time()
     for start in range(0, IDLE, BATCH):
         batch = made[start : start + BATCH]
         devices += await asyncio.gather(*(connect(node.ws, t) for _, _, t in batch))
@@ -115,6 +126,7 @@ async def test_idle_devices(node, bench_result):
         await asyncio.sleep(0.1)
     connect_seconds = time.monotonic() - started
     node_cpu, own_cpu = process_cpu_seconds(pid) - node_cpu, time.process_time() - own_cpu
+    connecting_gc = gc_pauses({pid}, connecting_since, time.time())
     if spy is not None:
         spy.stop()
     statements = None
@@ -127,14 +139,17 @@ async def test_idle_devices(node, bench_result):
     if pg is not None:
         await asyncio.to_thread(pg.reset_statements)
     cpu0, pings0, t0 = process_cpu_seconds(pid), CountingDevice.pings, time.monotonic()
+    window_since = time.time()
     await asyncio.sleep(WINDOW)
     cpu1, pings1, t1 = process_cpu_seconds(pid), CountingDevice.pings, time.monotonic()
+    window_gc = gc_pauses({pid}, window_since, time.time())
     ran = None
     if pg is not None:  # pg_stat_statements counts a statement when it ends: nothing arrives late
         ran = await asyncio.to_thread(pg.statements, connection.settings_dict["NAME"], 1, 5)
     if spy is not None:
         spy.stop()
     pings = pings1 - pings0
+    churn = await churned(node, made, devices)
     figures = {
         "devices": IDLE,
         "connects_per_s": round(IDLE / connect_seconds, 1),
@@ -157,7 +172,39 @@ async def test_idle_devices(node, bench_result):
         ),
         "window_s": WINDOW,
         "heartbeat_s": HEARTBEAT,
+        **churn,
+        "full_collections_connecting": connecting_gc,
+        "full_collections_pinging": window_gc,
     }
     bench_result["figures"] = figures
     print({k: v for k, v in figures.items() if k != "rss_mib"})
     await asyncio.gather(*(d.close() for d in devices))
+
+
+async def churned(node, made: list, devices: list[RealDevice]) -> dict:
+    """``CHURN_ROUNDS`` rounds of a fifth of the devices closing and connecting again, each round
+    another fifth (``devices`` is updated with the new sockets): the node's CPU per reconnect, its
+    RSS growth and its full collections meanwhile."""
+    pid = node.process.pid
+    fifth = len(devices) // 5
+    rss0, cpu0, since = process_rss_bytes(pid), process_cpu_seconds(pid), time.time()
+    for round_ in range(CHURN_ROUNDS):
+        start = (round_ % 5) * fifth
+        for at in range(start, start + fifth, BATCH):
+            await asyncio.gather(*(d.close() for d in devices[at : at + BATCH]))
+        while await database_sync_to_async(ready_count)() > len(devices) - fifth:
+            await asyncio.sleep(0.1)  # the node has cleared the closed sockets' rows
+        for at in range(start, start + fifth, BATCH):
+            tokens = [t for _, _, t in made[at : at + BATCH]]
+            devices[at : at + BATCH] = await asyncio.gather(*(connect(node.ws, t) for t in tokens))
+        while await database_sync_to_async(ready_count)() < len(devices):
+            await asyncio.sleep(0.1)
+    reconnects = CHURN_ROUNDS * fifth
+    return {
+        "churn_reconnects": reconnects,
+        "node_cpu_ms_per_reconnect": round(
+            1000 * (process_cpu_seconds(pid) - cpu0) / reconnects, 2
+        ),
+        "churn_rss_growth_mib": round((process_rss_bytes(pid) - rss0) / 2**20, 1),
+        "full_collections_churn": gc_pauses({pid}, since, time.time()),
+    }

@@ -230,6 +230,12 @@ FIGURES = [
      "connect (ms); statements per connect", "idle_devices",
      [("figures", "node_cpu_ms_per_connect"), ("figures", "node_cpu_percent_of_core_connecting"),
       ("figures", "devices_cpu_ms_per_connect"), ("figures", "statements_per_connect")], ""),
+    ("idle: a fifth of the devices reconnecting, three times: node CPU per reconnect (ms), RSS "
+     "growth (MiB); the node's full collections while connecting / pinging / reconnecting",
+     "idle_devices",
+     [("figures", "node_cpu_ms_per_reconnect"), ("figures", "churn_rss_growth_mib")]
+     + [("figures", f"full_collections_{phase}", "full_collections")
+        for phase in ("connecting", "pinging", "churn")], ""),
     ("reconnect storm: devices, until all ready on B and C (s), reconnects/s, failed handshakes",
      "reconnect_storm",
      [("figures", "devices"), ("figures", "move", "seconds_until_all_ready"),
