@@ -132,10 +132,10 @@ SETTINGS: tuple[Setting, ...] = (
         (7000, 10, 10),
         (
             "The garbage collector's thresholds in a node (gc.set_threshold), set by "
-            "qprint.routing.freeze_start_up(): the youngest generation is collected after this "
-            "many more allocations than frees, ten times Python's 700, so full collections, "
-            "which stop every socket of the node, run ten times less often (docs/OPERATIONS.md, "
-            '"Capacity"). None leaves the interpreter\'s.'
+            "qprint.routing.freeze_start_up(). The default collects the youngest generation "
+            "after 7,000 more allocations than frees, ten times Python's 700, so full "
+            "collections, which stop every socket of the node, run about ten times less often "
+            '(docs/OPERATIONS.md, "Capacity"). None leaves the interpreter\'s.'
         ),
         must="None or three positive integers",
         valid=lambda value: (
