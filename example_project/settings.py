@@ -211,6 +211,19 @@ if env.str("QPRINT_RENDER_TIMEOUT_SECONDS", default=""):
 if env.str("QPRINT_RENDER_WORKERS", default=""):
     QPRINT["RENDER_WORKERS"] = env.int("QPRINT_RENDER_WORKERS")
 
+# The garbage collector's thresholds a node sets (docs/OPERATIONS.md, "Capacity"): three integers
+# separated by commas, or "none" for the interpreter's own.
+if env.str("QPRINT_GC_THRESHOLD", default=""):
+    _thresholds = env.str("QPRINT_GC_THRESHOLD")
+    try:
+        QPRINT["GC_THRESHOLD"] = (
+            None
+            if _thresholds.strip().lower() == "none"
+            else tuple(int(v) for v in _thresholds.split(","))
+        )
+    except ValueError:
+        QPRINT["GC_THRESHOLD"] = _thresholds  # named by `manage.py check` (qprint.E031)
+
 # Each process's database threads (docs/OPERATIONS.md, "PostgreSQL") and the expiry task's period.
 for _name in ("SOCKET_DB_THREADS", "HTTP_DB_THREADS"):
     if env.str(f"QPRINT_{_name}", default=""):

@@ -78,9 +78,10 @@ def freeze_start_up() -> None:
     sockets live for hours and hold about a hundred tracked objects each, so with Python's own
     thresholds a node gaining sockets runs a full collection every few hundred connects, each
     walking all of them (hundreds of milliseconds at 5,000 sockets). Collecting the youngest
-    generation after 7,000 more allocations than frees instead of 700 runs full collections ten
-    times less often; a closed socket's cycles then wait longer to be freed
-    (docs/PERFORMANCE.md, "The twenty-ninth step")."""
+    generation after 2,000 more allocations than frees instead of 700 runs full collections
+    about three times less often; the cycles a closed socket leaves (Twisted's, autobahn's and
+    Daphne's objects) wait as much longer to be freed (docs/PERFORMANCE.md, "The twenty-ninth
+    step")."""
     get_channel_layer()
     gc.collect()
     gc.freeze()

@@ -69,15 +69,34 @@ def test_the_asgi_module_leaves_what_start_up_made_out_of_full_collections(redis
     assert layer_tracked == "False"  # made, then frozen with the rest
 
 
+@pytest.mark.parametrize(
+    ("value", "expected"), [("2000,10,10", "(2000, 10, 10)"), ("None", "None")]
+)
+def test_the_collectors_thresholds_come_from_the_environment(value, expected):
+    code = (
+        "import django; django.setup(); from qprint.core.conf import qprint_settings as s; "
+        "print(s.GC_THRESHOLD)"
+    )
+    result = run_example_project("-c", code, DEBUG="1", QPRINT_GC_THRESHOLD=value)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == expected
+
+
+def test_check_names_collector_thresholds_that_are_not_integers():
+    result = run_example_project("manage.py", "check", QPRINT_GC_THRESHOLD="7000,ten,10")
+    assert result.returncode != 0
+    assert "qprint.E031" in result.stderr
+
+
 def test_the_asgi_module_sets_the_collectors_thresholds_for_long_lived_sockets():
-    """A node collects its youngest generation after 7,000 more allocations than frees, not
-    Python's 700: full collections, which walk every socket's objects, run ten times less often
+    """A node collects its youngest generation after 2,000 more allocations than frees, not
+    Python's 700: full collections, which walk every socket's objects, run less often
     (docs/OPERATIONS.md, "Capacity")."""
     result = run_example_project(
         "-c", "import gc, example_project.asgi; print(*gc.get_threshold())", DEBUG="1"
     )
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["7000", "10", "10"]
+    assert result.stdout.split() == ["2000", "10", "10"]
 
 
 @pytest.mark.parametrize(("setting", "expected"), [((1234, 5, 6), (1234, 5, 6)), (None, None)])

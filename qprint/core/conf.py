@@ -129,13 +129,14 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "GC_THRESHOLD",
-        (7000, 10, 10),
+        (2000, 10, 10),
         (
             "The garbage collector's thresholds in a node (gc.set_threshold), set by "
             "qprint.routing.freeze_start_up(). The default collects the youngest generation "
-            "after 7,000 more allocations than frees, ten times Python's 700, so full "
-            "collections, which stop every socket of the node, run about ten times less often "
-            '(docs/OPERATIONS.md, "Capacity"). None leaves the interpreter\'s.'
+            "after 2,000 more allocations than frees, not Python's 700, so full collections, "
+            "which stop every socket of the node, run about three times less often, and the "
+            "cycles of closed sockets wait that much longer (docs/OPERATIONS.md, "
+            '"Capacity"). None leaves the interpreter\'s.'
         ),
         must="None or three positive integers",
         valid=lambda value: (
