@@ -16,7 +16,7 @@ One Daphne node (PostgreSQL, a Redis of the bench's own, the default 20 s heartb
   database, and this process reads nothing from it meanwhile) per ping sent, and the statements
   that ran, by calls; the node's own background statements (the drain watch every 2 s) are in
   the figure;
-- **churn**: ``CHURN_ROUNDS`` times (``BENCH_CHURN_ROUNDS``, 3), a different fifth of the
+- **churn**: ``CHURN_ROUNDS`` times (``BENCH_CHURN_ROUNDS``, 10), a different fifth of the
   devices closes its socket and connects again (what devices behind a flaky network do): the
   node's CPU per reconnect, and how much its RSS grew (the closed sockets' objects hold
   reference cycles, which only the garbage collector frees: what it leaves uncollected shows
@@ -50,7 +50,7 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 IDLE = int(os.environ.get("BENCH_IDLE", 0)) or size(5000, 1000)
 HEARTBEAT = 20
-CHURN_ROUNDS = int(os.environ.get("BENCH_CHURN_ROUNDS", 0)) or 3
+CHURN_ROUNDS = int(os.environ.get("BENCH_CHURN_ROUNDS", 0)) or 10
 BATCH = 50  # more at once overflows the listen backlog: a refused connect, not a cost
 WINDOW = 2 * HEARTBEAT
 

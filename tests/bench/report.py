@@ -230,7 +230,7 @@ FIGURES = [
      "connect (ms); statements per connect", "idle_devices",
      [("figures", "node_cpu_ms_per_connect"), ("figures", "node_cpu_percent_of_core_connecting"),
       ("figures", "devices_cpu_ms_per_connect"), ("figures", "statements_per_connect")], ""),
-    ("idle: a fifth of the devices reconnecting, three times: node CPU per reconnect (ms), RSS "
+    ("idle: a fifth of the devices reconnecting, ten times: node CPU per reconnect (ms), RSS "
      "growth (MiB); the node's full collections while connecting / pinging / reconnecting",
      "idle_devices",
      [("figures", "node_cpu_ms_per_reconnect"), ("figures", "churn_rss_growth_mib")]
