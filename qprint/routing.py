@@ -81,12 +81,20 @@ def freeze_start_up() -> None:
     generation after 2,000 more allocations than frees instead of 700 runs full collections
     about three times less often; the cycles a closed socket leaves (Twisted's, autobahn's and
     Daphne's objects) wait as much longer to be freed (docs/PERFORMANCE.md, "The twenty-ninth
-    step")."""
+    step"). A value ``manage.py check`` refuses (``qprint.E031``) raises ImproperlyConfigured
+    here, before anything is frozen."""
+    thresholds = qprint_settings.GC_THRESHOLD
+    rule = qprint_settings.declared["GC_THRESHOLD"]
+    if not rule.valid(thresholds):  # what `manage.py check` names, before the node serves
+        raise ImproperlyConfigured(
+            f"{qprint_settings.label('GC_THRESHOLD')} must be {rule.must}, got {thresholds!r} "
+            f"({rule.error})."
+        )
     get_channel_layer()
     gc.collect()
     gc.freeze()
-    if qprint_settings.GC_THRESHOLD is not None:
-        gc.set_threshold(*qprint_settings.GC_THRESHOLD)
+    if thresholds is not None:
+        gc.set_threshold(*thresholds)
 
 
 def __getattr__(name: str):

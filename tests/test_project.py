@@ -118,6 +118,24 @@ def test_freeze_start_up_sets_the_thresholds_of_the_setting_or_leaves_them(
         gc.set_threshold(*before)
 
 
+@pytest.mark.parametrize("setting", [(0, 10, 10), "2000,10,10"])
+def test_freeze_start_up_refuses_thresholds_the_check_names(monkeypatch, settings, setting):
+    """A node does not start with thresholds that would turn collection off or that are not
+    numbers: the error names the setting and the check, and nothing is frozen or set."""
+    import gc
+
+    from django.core.exceptions import ImproperlyConfigured
+
+    from qprint.routing import freeze_start_up
+
+    before = gc.get_threshold()
+    monkeypatch.setattr(gc, "freeze", lambda: pytest.fail("froze"))
+    settings.QPRINT = {"GC_THRESHOLD": setting}
+    with pytest.raises(ImproperlyConfigured, match=r"GC_THRESHOLD.*qprint\.E031"):
+        freeze_start_up()
+    assert gc.get_threshold() == before
+
+
 def test_the_distribution_ships_the_two_apps_and_not_the_example_project():
     import tomllib
 
