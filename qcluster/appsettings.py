@@ -108,6 +108,19 @@ class AppSettings:
         """``QPRINT['NAME']``, as the messages name a setting."""
         return f"{self.setting}[{name!r}]"
 
+    def refusal(self, name: str, value: Any) -> checks.Error | None:
+        """The check's error for ``value`` of the setting ``name`` when it breaks the setting's
+        rule; None when it keeps it (or the setting has none). :meth:`check` and code that reads a
+        setting before any check runs (a node's start) refuse a value in the same words."""
+        declared = self.declared[name]
+        if declared.valid is None or declared.valid(value):
+            return None
+        return checks.Error(
+            f"{self.label(name)} must be {declared.must}, got {value!r}.",
+            hint=declared.hint or None,
+            id=declared.error,
+        )
+
     def check(self) -> list[checks.CheckMessage]:
         """Every problem of the user's settings dict, as system check messages."""
         user = getattr(settings, self.setting, None)
@@ -130,14 +143,9 @@ class AppSettings:
         ]
         for declared in self.declared.values():
             value = user.get(declared.name, declared.default)
-            if declared.valid is not None and not declared.valid(value):
-                messages.append(
-                    checks.Error(
-                        f"{self.label(declared.name)} must be {declared.must}, got {value!r}.",
-                        hint=declared.hint or None,
-                        id=declared.error,
-                    )
-                )
+            refused = self.refusal(declared.name, value)
+            if refused is not None:
+                messages.append(refused)
             elif declared.more is not None:
                 messages.extend(declared.more(self, value))
         return messages

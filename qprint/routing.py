@@ -84,12 +84,9 @@ def freeze_start_up() -> None:
     step"). A value ``manage.py check`` refuses (``qprint.E031``) raises ImproperlyConfigured
     here, before anything is frozen."""
     thresholds = qprint_settings.GC_THRESHOLD
-    rule = qprint_settings.declared["GC_THRESHOLD"]
-    if not rule.valid(thresholds):  # what `manage.py check` names, before the node serves
-        raise ImproperlyConfigured(
-            f"{qprint_settings.label('GC_THRESHOLD')} must be {rule.must}, got {thresholds!r} "
-            f"({rule.error})."
-        )
+    refused = qprint_settings.refusal("GC_THRESHOLD", thresholds)
+    if refused is not None:  # what `manage.py check` names, before the node serves
+        raise ImproperlyConfigured(f"{refused.msg} ({refused.id})")
     get_channel_layer()
     gc.collect()
     gc.freeze()
