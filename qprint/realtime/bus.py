@@ -144,6 +144,12 @@ class DeviceBus:
         self.sockets: dict[int, set[Socket]] = {}
         self.channel: str | None = None
         self.subscribed: set[int] = set()
+        #: Devices whose group may have to be subscribed or given up by the next pass: a socket
+        #: attached for a device not subscribed, a device's last socket detached, or every
+        #: device after the subscriptions were forgotten (:meth:`_resubscribe_all`). A pass
+        #: (:meth:`_sync_groups`) looks at these alone: a connect burst's passes each walked every
+        #: socket of the process before.
+        self._unsettled: set[int] = set()
         # Devices whose sockets here have been reconciled after their first subscription.
         self.reconciled: set[int] = set()
         self.up = True
@@ -176,6 +182,8 @@ class DeviceBus:
     def attach(self, socket: Socket) -> None:
         self.attached += 1
         self.sockets.setdefault(socket.device_id, set()).add(socket)
+        if socket.device_id not in self.subscribed:
+            self._unsettled.add(socket.device_id)
         self._start()
         self._changed.set()
 
@@ -221,6 +229,7 @@ class DeviceBus:
             if not sockets:
                 del self.sockets[socket.device_id]
                 self.reconciled.discard(socket.device_id)
+                self._unsettled.add(socket.device_id)
                 self._changed.set()
 
     def all_sockets(self) -> list[Socket]:
@@ -390,20 +399,28 @@ class DeviceBus:
             self.max_lag = max(self.max_lag, self.loop.time() - started - tick)
 
     async def _sync_groups(self) -> None:
+        """Subscribe the groups of the devices that have a socket here and give up those of the
+        devices that have none, among the unsettled ones (subscriptions first). A subscription
+        that fails ends the pass; it and the devices after it stay unsettled for the next one."""
         if self.channel is None:
             return
-        wanted = set(self.sockets)
-        for device_id in sorted(wanted - self.subscribed):
+        unsettled, self._unsettled = self._unsettled, set()
+        adds = sorted(d for d in unsettled if d in self.sockets and d not in self.subscribed)
+        discards = sorted(d for d in unsettled if d not in self.sockets and d in self.subscribed)
+        for index, device_id in enumerate(adds):
+            if device_id not in self.sockets or device_id in self.subscribed:
+                continue  # its socket left, or it was subscribed, while the pass awaited
             try:
                 await asyncio.wait_for(
                     self.layer.group_add(device_group(device_id), self.channel),
                     LAYER_TIMEOUT_SECONDS,
                 )
-            except TimeoutError:
-                self._slow("group_add")
-                return
             except Exception as exc:
-                self._failed("group_add", exc)
+                self._unsettled.update(adds[index:], discards)
+                if isinstance(exc, TimeoutError):
+                    self._slow("group_add")
+                else:
+                    self._failed("group_add", exc)
                 return
             self._subscribed(device_id)
             if device_id not in self.reconciled:
@@ -420,7 +437,9 @@ class DeviceBus:
                     },
                     self.sockets.get(device_id, ()),
                 )
-        for device_id in sorted(self.subscribed - wanted):
+        for device_id in discards:
+            if device_id in self.sockets or device_id not in self.subscribed:
+                continue  # a socket of the device attached while the pass awaited
             self.subscribed.discard(device_id)
             try:
                 await asyncio.wait_for(
@@ -432,14 +451,20 @@ class DeviceBus:
             except Exception as exc:
                 self._failed("group_discard", exc)
 
+    def _resubscribe_all(self) -> None:
+        """Forget the subscriptions (Redis may have lost or expired them): the next pass
+        subscribes the group of every device with a socket here again."""
+        self.subscribed.clear()
+        self._unsettled.update(self.sockets)
+        self._changed.set()
+
     def _refresh_groups_if_expiring(self) -> None:
         expiry = getattr(self.layer, "group_expiry", None)
         if not isinstance(expiry, (int, float)) or expiry <= 0:
             return
         if time.monotonic() - self._groups_refreshed_at >= expiry / 3:
             self._groups_refreshed_at = time.monotonic()
-            self.subscribed.clear()  # re-added by the next _sync_groups
-            self._changed.set()
+            self._resubscribe_all()
 
     async def _run_probe(self) -> None:
         token = uuid.uuid4().hex
@@ -509,8 +534,7 @@ class DeviceBus:
             "bus_up sockets=%d reconcile=all paced=%d/s", len(sockets), RECONCILE_PER_SECOND
         )
         # Memberships may have been lost with Redis (the core layer keeps them in Redis).
-        self.subscribed.clear()
-        self._changed.set()
+        self._resubscribe_all()
         if self._reconciling is not None:
             self._reconciling.cancel()
         self._reconciling = self.loop.create_task(

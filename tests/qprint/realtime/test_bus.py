@@ -99,8 +99,9 @@ async def test_a_subscription_that_times_out_is_tried_again_and_is_not_an_outage
     layer = SlowSubscriptions()
     device_bus = DeviceBus(asyncio.get_running_loop(), layer)
     device_bus.channel = "c"
+    monkeypatch.setattr(device_bus, "_start", lambda: None)  # the test runs the passes
     socket = Socket(7)
-    device_bus.sockets[7] = {socket}
+    device_bus.attach(socket)
     await device_bus._sync_groups()
     assert device_bus.up and device_bus.slow_subscriptions == 1
     assert 7 not in device_bus.subscribed and socket.messages == []
@@ -109,6 +110,107 @@ async def test_a_subscription_that_times_out_is_tried_again_and_is_not_an_outage
     assert device_bus.up and 7 in device_bus.subscribed
     assert layer.groups == {bus_module.device_group(7)}
     assert [m["type"] for _, m in socket.messages] == ["qprint.reconcile"]
+
+
+class RecordingSubscriptions:
+    """A layer that records the subscriptions asked of it, answered at once, except those of
+    device ``held``, which wait for ``gate``."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, int]] = []
+        self.held: int | None = None
+        self.gate = asyncio.Event()
+        self.inside = asyncio.Event()
+
+    def hold(self, device_id: int) -> None:
+        self.held = device_id
+        self.gate.clear()
+        self.inside.clear()
+
+    async def _answer(self, what: str, group: str) -> None:
+        device_id = int(group.rsplit(".", 1)[1])
+        if device_id == self.held:
+            self.inside.set()
+            await self.gate.wait()
+        self.calls.append((what, device_id))
+
+    async def group_add(self, group, channel):
+        await self._answer("add", group)
+
+    async def group_discard(self, group, channel):
+        await self._answer("discard", group)
+
+
+def recording_bus(monkeypatch, layer: RecordingSubscriptions) -> DeviceBus:
+    """A bus whose passes the test runs itself."""
+    device_bus = DeviceBus(asyncio.get_running_loop(), layer)
+    device_bus.channel = "c"
+    monkeypatch.setattr(device_bus, "_start", lambda: None)
+    return device_bus
+
+
+async def test_a_device_is_subscribed_while_it_has_a_socket_here_and_only_then(monkeypatch):
+    """A device's group is subscribed once however many sockets it has and passes run, given up
+    when its last socket leaves, and subscribed again when one comes back; once the
+    subscriptions are forgotten (the bus back after an outage, the group expiry), every device
+    with a socket here is subscribed again."""
+    layer = RecordingSubscriptions()
+    device_bus = recording_bus(monkeypatch, layer)
+    first, second, other = Socket(1), Socket(1), Socket(2)
+    device_bus.attach(first)
+    device_bus.attach(other)
+    await device_bus._sync_groups()
+    assert layer.calls == [("add", 1), ("add", 2)] and device_bus.subscribed == {1, 2}
+    device_bus.attach(second)
+    device_bus.detach(first)
+    await device_bus._sync_groups()
+    assert layer.calls == [("add", 1), ("add", 2)]  # device 1 kept a socket all along
+    device_bus.detach(second)
+    await device_bus._sync_groups()
+    assert layer.calls[2:] == [("discard", 1)] and device_bus.subscribed == {2}
+    device_bus.attach(first)
+    await device_bus._sync_groups()
+    assert layer.calls[3:] == [("add", 1)] and device_bus.subscribed == {1, 2}
+
+    layer.calls.clear()
+    device_bus._resubscribe_all()
+    await device_bus._sync_groups()
+    await device_bus._sync_groups()
+    assert layer.calls == [("add", 1), ("add", 2)] and device_bus.subscribed == {1, 2}
+
+
+async def test_a_device_whose_socket_comes_or_goes_during_a_pass_is_settled_by_the_next(
+    monkeypatch,
+):
+    """The last socket of a device leaving while its subscription is on its way: the next pass
+    gives the group up. A socket of a device attaching while its group is being given up: the
+    next pass subscribes it again."""
+    layer = RecordingSubscriptions()
+    device_bus = recording_bus(monkeypatch, layer)
+    socket = Socket(1)
+    device_bus.attach(socket)
+    layer.hold(1)
+    adding = asyncio.ensure_future(device_bus._sync_groups())
+    await asyncio.wait_for(layer.inside.wait(), 5)
+    device_bus.detach(socket)
+    layer.gate.set()
+    await adding
+    await device_bus._sync_groups()
+    assert layer.calls == [("add", 1), ("discard", 1)] and device_bus.subscribed == set()
+
+    other = Socket(2)
+    device_bus.attach(other)
+    await device_bus._sync_groups()
+    device_bus.detach(other)
+    layer.hold(2)
+    discarding = asyncio.ensure_future(device_bus._sync_groups())
+    await asyncio.wait_for(layer.inside.wait(), 5)
+    device_bus.attach(other)
+    layer.gate.set()
+    await discarding
+    await device_bus._sync_groups()
+    assert layer.calls[2:] == [("add", 2), ("discard", 2), ("add", 2)]
+    assert device_bus.subscribed == {2}
 
 
 async def test_a_probe_that_times_out_during_a_connect_burst_is_not_an_outage(monkeypatch):
@@ -203,8 +305,7 @@ async def test_a_new_socket_waits_for_its_subscription_and_no_longer_than_the_bu
         assert await device_bus.subscription(1, timeout=0) is True  # subscribed already
 
         layer.gate.clear()
-        device_bus.subscribed.discard(1)  # subscribing again (a group refresh), held at the gate
-        device_bus._changed.set()
+        device_bus._resubscribe_all()  # subscribing again (a group refresh), held at the gate
         assert await device_bus.subscription(1, timeout=0.2) is False
         assert device_bus._awaiting == {}
 
