@@ -24,6 +24,9 @@ applied. This module is the only writer of those four columns, and every write i
   once (``qprint.realtime.pings`` gathers them): one statement for all of them on PostgreSQL,
   each row guarded as :func:`ping`'s, the rows locked in the order of their ids.
 - :func:`mark_ready` - record the revisions the device applied and mark the connection ready.
+  :func:`mark_ready_many` is the same for several connections at once (the ``state`` frames of
+  a connect burst, gathered by ``qprint.realtime.readies``): one statement on PostgreSQL, each
+  row guarded as :func:`mark_ready`'s, the rows locked in the order of their ids.
 - :func:`clear` - forget the connection on close.
 - :func:`poll_live` and :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is
   no socket, the polling is the connection. The common case is ONE statement, the credential
@@ -73,6 +76,10 @@ LEASE_HEARTBEATS = wire.HEARTBEAT_MISSED_INTERVALS
 
 class Replaced(Exception):
     """The row no longer names this connection: a newer one took the device (close 4000)."""
+
+    @classmethod
+    def connection(cls, device_id: int, connection_id: uuid.UUID) -> Replaced:
+        return cls(f"device {device_id} connection {connection_id} was replaced")
 
 
 @dataclass(frozen=True)
@@ -177,7 +184,7 @@ def _guarded_row(device_id: int, connection_id: uuid.UUID, statement: str, param
     """
     rows = prepared.fetch(statement, params)
     if not rows:
-        raise Replaced(f"device {device_id} connection {connection_id} was replaced")
+        raise Replaced.connection(device_id, connection_id)
     return rows[0]
 
 
@@ -452,6 +459,67 @@ def mark_ready(
         ],
     )
     return _state(row, command_open=bool(row[12]))
+
+
+@functools.cache
+def _mark_ready_many_statement(vendor: str) -> str:
+    """:func:`mark_ready_many`'s statement on PostgreSQL, built once: the connections as five
+    arrays, the rows they still name locked in the order of their ids (two nodes' statements
+    never wait on each other crosswise), then marked as :func:`mark_ready` marks one."""
+    d = raw.tables()["device"]
+    return f"""
+        WITH ready AS (
+            SELECT * FROM unnest(
+                %s::bigint[], %s::uuid[], %s::bigint[], %s::bigint[], %s::float8[]
+            ) AS r(id, connection_id, control_applied, settings_applied, lease_seconds)
+        ), locked AS (
+            SELECT {d}.id, ready.control_applied, ready.settings_applied, ready.lease_seconds
+            FROM {d}
+            JOIN ready ON ready.id = {d}.id AND ready.connection_id = {d}.connection_id
+            ORDER BY {d}.id
+            FOR UPDATE OF {d}
+        )
+        UPDATE {d} SET
+            connection_ready = {sql.true()},
+            control_applied_revision = locked.control_applied,
+            settings_applied_revision = locked.settings_applied,
+            connection_lease_expires_at = {sql.seconds_from_now("locked.lease_seconds")},
+            last_seen_at = {sql.now()}
+        FROM locked WHERE {d}.id = locked.id
+        RETURNING {d}.id, {d}.connection_id, {_state_columns()},
+            {raw.open_command_exists(d)} AS command_open
+        """
+
+
+#: What :func:`mark_ready` takes: ``(device_id, connection_id, control_applied_revision,
+#: settings_applied_revision, heartbeat_seconds)``.
+Ready = tuple[int, uuid.UUID, int, int, float]
+
+
+def mark_ready_many(readies: list[Ready]) -> list[DeviceState | None]:
+    """:func:`mark_ready` for several connections: their states in the same order, None for a
+    connection that was replaced. One statement on PostgreSQL; elsewhere (one node, SQLite) one
+    :func:`mark_ready` after the other."""
+    if db.vendor != "postgresql":
+        states: list[DeviceState | None] = []
+        for ready in readies:
+            try:
+                states.append(mark_ready(*ready))
+            except Replaced:
+                states.append(None)
+        return states
+    rows = prepared.fetch(
+        _mark_ready_many_statement(db.vendor),
+        [
+            [ready[0] for ready in readies],
+            [ready[1] for ready in readies],
+            [ready[2] for ready in readies],
+            [ready[3] for ready in readies],
+            [lease_seconds(ready[4]) for ready in readies],
+        ],
+    )
+    marked = {(row[0], row[1]): _state(row[2:], command_open=bool(row[14])) for row in rows}
+    return [marked.get((ready[0], ready[1])) for ready in readies]
 
 
 def clear(device_id: int, connection_id: uuid.UUID) -> bool:

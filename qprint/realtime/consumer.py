@@ -6,8 +6,9 @@ close code) is the session's. Each socket handles one message at a time from two
 (:mod:`qprint.realtime.mailbox`): the client (``websocket.*``) and its own, from this process's
 :mod:`qprint.realtime.bus` (``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the
 drain (``qprint.drain``), its heartbeat timer (``qprint.heartbeat_check``) and the answer to its
-ping, renewed with the node's other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`). A
-message of any other type is an error, as in Channels' own dispatch. A handler may take the
+ping, renewed with the node's other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`).
+A ``state`` frame is recorded with the other sockets' that arrive while a statement is on its way
+(:mod:`qprint.realtime.readies`). A message of any other type is an error, as in Channels' own dispatch. A handler may take the
 client's frames that have already arrived behind its own (the event frames the operation driver
 records together); any it does not handle run next, before the client's later frames
 (:attr:`DeviceConsumer.held`).
@@ -49,7 +50,7 @@ from qprint.domain import (
 )
 from qprint.domain.connection import DeviceState
 from qprint.metrics import instruments
-from qprint.realtime import bus, drain, pings, socket_db
+from qprint.realtime import bus, drain, pings, readies, socket_db
 from qprint.realtime.frames import (
     Close,
     OperationRequest,
@@ -274,13 +275,14 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
         first = not self.session.ready
         self._row_read_at = time.monotonic()
         try:
-            state = await socket_db.run(
-                connection.mark_ready,
-                self.device_id,
-                self.connection_id,
-                event.control_revision,
-                event.settings_revision,
-                self.heartbeat,
+            state = await readies.mark(
+                (
+                    self.device_id,
+                    self.connection_id,
+                    event.control_revision,
+                    event.settings_revision,
+                    self.heartbeat,
+                )
             )
         except connection.Replaced:
             raise

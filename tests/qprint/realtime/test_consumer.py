@@ -334,6 +334,96 @@ def test_ping_many_answers_each_connection_with_its_own_row(device_factory):
     assert row(gone.pk).connection_node == "node-b"
 
 
+def test_mark_ready_many_records_each_connection_with_its_own_row(device_factory):
+    from django.db import connection as db
+    from django.test.utils import CaptureQueriesContext
+
+    (first, _), (second, _), (gone, _) = device_factory(), device_factory(), device_factory()
+    cids = {d.pk: uuid.uuid4() for d in (first, second, gone)}
+    for d in (first, second, gone):
+        connection.take(d.pk, cids[d.pk], "node-a", 20)
+    connection.take(gone.pk, uuid.uuid4(), "node-b", 20)  # replaced
+    api.send_command(second, "REFRESH", {})
+    readies = [
+        (first.pk, cids[first.pk], 1, 1, 20),
+        (gone.pk, cids[gone.pk], 1, 1, 20),
+        (second.pk, cids[second.pk], 0, 1, 60),
+    ]
+    with CaptureQueriesContext(db) as queries:
+        first_state, gone_state, second_state = connection.mark_ready_many(readies)
+    assert len(queries) == (1 if db.vendor == "postgresql" else 3)
+    assert gone_state is None and row(gone.pk).connection_ready is False
+    assert first_state.connection_ready and not first_state.command_open
+    assert second_state.connection_ready and second_state.command_open
+    recorded = {d.pk: row(d.pk) for d in (first, second)}
+    assert (
+        recorded[first.pk].control_applied_revision,
+        recorded[first.pk].settings_applied_revision,
+    ) == (1, 1)
+    assert (
+        recorded[second.pk].control_applied_revision,
+        recorded[second.pk].settings_applied_revision,
+    ) == (0, 1)
+    assert (  # three heartbeats of each connection's own
+        recorded[second.pk].connection_lease_expires_at
+        > recorded[first.pk].connection_lease_expires_at + timedelta(seconds=100)
+    )
+
+
+async def test_states_that_arrive_while_one_is_recorded_are_recorded_together(
+    device_factory, sockets, monkeypatch
+):
+    """A connect burst: the first socket's ``state`` is recorded at once, alone; those that
+    arrive while its statement is on its way are recorded together in the next one, and each
+    socket goes on with its own row."""
+    import asyncio
+    import threading
+
+    from qprint.realtime import readies
+    from tests.waiting import eventually
+
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    made = [await adb(device_factory) for _ in range(3)]
+    socks = [sockets(token) for _, token in made]
+    hellos = []
+    for s in socks:
+        await s.connect()
+        hellos.append(await s.receive())
+    held, release = threading.Event(), threading.Event()
+    batches: list[list[int]] = []
+    record = connection.mark_ready_many
+
+    def held_first(many):
+        batches.append([device_id for device_id, *_ in many])
+        if len(batches) == 1:
+            held.set()
+            release.wait(10)
+        return record(many)
+
+    monkeypatch.setattr(connection, "mark_ready_many", held_first)
+
+    async def report(s, hello) -> None:
+        await s.send(
+            {
+                "type": "state",
+                "control_revision": hello["control"]["revision"],
+                "settings_revision": hello["settings"]["revision"],
+            }
+        )
+
+    await report(socks[0], hellos[0])
+    assert await asyncio.to_thread(held.wait, 10)
+    for s, hello in zip(socks[1:], hellos[1:], strict=True):
+        await report(s, hello)
+    waiting = readies._of_loop[asyncio.get_running_loop()]
+    await eventually(lambda: len(waiting.pending) == 2, 5, message="two states waiting")
+    release.set()
+    for device, _ in made:
+        await wait_ready(device.pk)
+    ids = [device.pk for device, _ in made]
+    assert batches == [ids[:1], ids[1:]]
+
+
 @pytest.mark.parametrize(
     "frame",
     [

@@ -43,6 +43,50 @@ async def test_replaced_without_bus_message_closes_4000_on_next_frame(device_and
     assert (await adb(row, device.pk)).connection_node == "node-elsewhere"
 
 
+async def test_a_state_whose_row_another_connection_took_closes_4000(device_and_token, sockets):
+    device, token = device_and_token
+    s = sockets(token)
+    await s.connect()
+    hello = await s.receive()
+    await adb(connection.take, device.pk, uuid.uuid4(), "node-elsewhere", 20)
+    await s.send(
+        {
+            "type": "state",
+            "control_revision": hello["control"]["revision"],
+            "settings_revision": hello["settings"]["revision"],
+        }
+    )
+    assert await s.receive_close() == 4000
+    d = await adb(row, device.pk)
+    assert d.connection_node == "node-elsewhere" and d.connection_ready is False
+
+
+async def test_a_state_the_database_does_not_record_closes_1011(
+    device_and_token, sockets, monkeypatch
+):
+    """The device reconnects and reports again; the row stays as the take left it."""
+    from django.db import OperationalError
+
+    device, token = device_and_token
+    s = sockets(token)
+    await s.connect()
+    hello = await s.receive()
+
+    def down(readies):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(connection, "mark_ready_many", down)
+    await s.send(
+        {
+            "type": "state",
+            "control_revision": hello["control"]["revision"],
+            "settings_revision": hello["settings"]["revision"],
+        }
+    )
+    assert await s.receive_close() == 1011
+    assert (await adb(row, device.pk)).connection_ready is False
+
+
 async def test_disabled_device_is_closed_4001(device_and_token, sockets):
     device, token = device_and_token
     s = sockets(token)
