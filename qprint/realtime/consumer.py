@@ -7,11 +7,11 @@ close code) is the session's. Each socket handles one message at a time from two
 :mod:`qprint.realtime.bus` (``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the
 drain (``qprint.drain``), its heartbeat timer (``qprint.heartbeat_check``) and the answer to its
 ping, renewed with the node's other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`).
-A ``state`` frame is recorded with the other sockets' that arrive while a statement is on its way
-(:mod:`qprint.realtime.readies`). A message of any other type is an error, as in Channels' own dispatch. A handler may take the
-client's frames that have already arrived behind its own (the event frames the operation driver
-records together); any it does not handle run next, before the client's later frames
-(:attr:`DeviceConsumer.held`).
+A ``state`` frame is recorded with the other sockets' that arrive while a statement is on its
+way (:mod:`qprint.realtime.readies`). A message of any other type is an error, as in Channels'
+own dispatch. A handler may take the client's frames that have already arrived behind its own
+(the event frames the operation driver records together); any it does not handle run next,
+before the client's later frames (:attr:`DeviceConsumer.held`).
 
 The operation frames (claim, event, command result) and pushed assignments are driven by its
 mixin :class:`~qprint.realtime.operation_driver.OperationDriver`; this module holds the connection's
