@@ -280,6 +280,22 @@ _TAKE_GATE = PreparedQuery(
 )
 
 
+@functools.cache
+def _take_presented_statement(gate: str) -> str:
+    """:func:`take_presented`'s statement around the gate's compiled SELECT (PostgreSQL), built
+    once: every upgrade runs it."""
+    d = raw.tables()["device"]
+    return f"""
+        WITH gate AS ({gate} FOR NO KEY UPDATE OF {d}), taken AS (
+            UPDATE {d} SET {_take_assignments()}
+            FROM gate
+            WHERE {d}.id = gate.id AND gate.enabled AND NOT gate.announced
+            RETURNING {", ".join(f"{d}.{c}" for c in _TAKEN_COLUMNS)}
+        )
+        SELECT gate.*, taken.* FROM gate, taken
+        """
+
+
 def take_presented(
     token_hash: str, connection_id: uuid.UUID, node: str, heartbeat_seconds: float
 ) -> tuple[Device, Taken] | None:
@@ -300,18 +316,9 @@ def take_presented(
     """
     if db.vendor != "postgresql":
         return None
-    d = raw.tables()["device"]
     gate, params = _TAKE_GATE.statement(digest=token_hash)
     rows = prepared.fetch(
-        f"""
-        WITH gate AS ({gate} FOR NO KEY UPDATE OF {d}), taken AS (
-            UPDATE {d} SET {_take_assignments()}
-            FROM gate
-            WHERE {d}.id = gate.id AND gate.enabled AND NOT gate.announced
-            RETURNING {", ".join(f"{d}.{c}" for c in _TAKEN_COLUMNS)}
-        )
-        SELECT gate.*, taken.* FROM gate, taken
-        """,
+        _take_presented_statement(gate),
         [*params, sql.uuid_param(connection_id), node, lease_seconds(heartbeat_seconds)],
     )
     if not rows:
