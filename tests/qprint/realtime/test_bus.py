@@ -187,14 +187,19 @@ async def test_a_device_whose_socket_comes_or_goes_during_a_pass_is_settled_by_t
     next pass subscribes it again."""
     layer = RecordingSubscriptions()
     device_bus = recording_bus(monkeypatch, layer)
+
+    async def pass_held_at(device_id: int, meanwhile) -> None:
+        """A pass whose call for ``device_id`` waits until ``meanwhile()`` has run."""
+        layer.hold(device_id)
+        held = asyncio.ensure_future(device_bus._sync_groups())
+        await asyncio.wait_for(layer.inside.wait(), 5)
+        meanwhile()
+        layer.gate.set()
+        await held
+
     socket = Socket(1)
     device_bus.attach(socket)
-    layer.hold(1)
-    adding = asyncio.ensure_future(device_bus._sync_groups())
-    await asyncio.wait_for(layer.inside.wait(), 5)
-    device_bus.detach(socket)
-    layer.gate.set()
-    await adding
+    await pass_held_at(1, lambda: device_bus.detach(socket))  # while subscribing
     await device_bus._sync_groups()
     assert layer.calls == [("add", 1), ("discard", 1)] and device_bus.subscribed == set()
 
@@ -202,12 +207,7 @@ async def test_a_device_whose_socket_comes_or_goes_during_a_pass_is_settled_by_t
     device_bus.attach(other)
     await device_bus._sync_groups()
     device_bus.detach(other)
-    layer.hold(2)
-    discarding = asyncio.ensure_future(device_bus._sync_groups())
-    await asyncio.wait_for(layer.inside.wait(), 5)
-    device_bus.attach(other)
-    layer.gate.set()
-    await discarding
+    await pass_held_at(2, lambda: device_bus.attach(other))  # while giving the group up
     await device_bus._sync_groups()
     assert layer.calls[2:] == [("add", 2), ("discard", 2), ("add", 2)]
     assert device_bus.subscribed == {2}
