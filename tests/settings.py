@@ -26,6 +26,9 @@ if SERVICES.database_url:
     DATABASES = {"default": environ.Env.db_url_config(SERVICES.database_url)}
     DATABASES["default"]["TEST"] = {"NAME": f"test_qprint_{RUN_ID}"}
     if "postgresql" in DATABASES["default"]["ENGINE"]:
+        # Django's backend, emptying the tables after a transactional test with DELETE rather
+        # than TRUNCATE (tests/backends/postgresql/base.py).
+        DATABASES["default"]["ENGINE"] = "tests.backends.postgresql"
         # Every statement the job path binds on the server is prepared at its first run and
         # planned once, generic, as on a pooled node of the example project (docs/PERFORMANCE.md,
         # "Prepared statements").
