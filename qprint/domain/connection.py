@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -368,6 +369,20 @@ def ping(device_id: int, connection_id: uuid.UUID, heartbeat_seconds: float) -> 
     return _state(row)
 
 
+def _one_after_the_other(
+    statement: Callable[..., DeviceState], calls: list[tuple]
+) -> list[DeviceState | None]:
+    """What a ``*_many`` function answers where there is no one statement for all (SQLite, one
+    node): ``statement(*call)`` for each call in turn, None where the connection was replaced."""
+    states: list[DeviceState | None] = []
+    for call in calls:
+        try:
+            states.append(statement(*call))
+        except Replaced:
+            states.append(None)
+    return states
+
+
 @functools.cache
 def _ping_many_statement(vendor: str) -> str:
     """:func:`ping_many`'s statement on PostgreSQL, built once: the pings as three arrays, the
@@ -397,13 +412,7 @@ def ping_many(pings: list[tuple[int, uuid.UUID, float]]) -> list[DeviceState | N
     each: their states in the same order, None for a connection that was replaced. One statement
     on PostgreSQL; elsewhere (one node, SQLite) one :func:`ping` after the other."""
     if db.vendor != "postgresql":
-        states: list[DeviceState | None] = []
-        for device_id, connection_id, heartbeat_seconds in pings:
-            try:
-                states.append(ping(device_id, connection_id, heartbeat_seconds))
-            except Replaced:
-                states.append(None)
-        return states
+        return _one_after_the_other(ping, pings)
     rows = prepared.fetch(
         _ping_many_statement(db.vendor),
         [
@@ -508,13 +517,7 @@ def mark_ready_many(readies: list[Ready]) -> list[DeviceState | None]:
     connection that was replaced. One statement on PostgreSQL; elsewhere (one node, SQLite) one
     :func:`mark_ready` after the other."""
     if db.vendor != "postgresql":
-        states: list[DeviceState | None] = []
-        for ready in readies:
-            try:
-                states.append(mark_ready(*ready))
-            except Replaced:
-                states.append(None)
-        return states
+        return _one_after_the_other(mark_ready, readies)
     rows = prepared.fetch(
         _mark_ready_many_statement(db.vendor),
         [
