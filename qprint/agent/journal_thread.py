@@ -1,4 +1,5 @@
-"""The journal as the event loop sees it: every call runs on the journal's own thread, awaited.
+"""The journal as the event loop sees it: every call runs on the journal's own thread, awaited
+(all but the acknowledgements of reports, which guard no act: see :meth:`AsyncJournal.acknowledge`).
 
 A journal write is a ``synchronous=FULL`` commit (an fsync); made on the event loop it would
 stop every device of the process until the disk answers. ``AsyncJournal`` runs each call of
@@ -17,12 +18,16 @@ invariants already cover (see ``journal``). ``close`` runs after every call made
 """
 
 import functools
+import logging
 from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 from qprint.agent import journal as j
 from qprint.core.handoff import Workers
+
+logger = logging.getLogger("qprint.agent")
 
 
 class AsyncJournal:
@@ -96,8 +101,15 @@ class AsyncJournal:
     async def has_pending(self, job_id: str | None = None) -> bool:
         return await self._run(self._journal.has_pending, job_id)
 
-    async def acknowledge(self, seq: int, outcome: str) -> None:
-        await self._run(self._journal.acknowledge, seq, outcome)
+    def acknowledge(self, seq: int, outcome: str) -> None:
+        """Record the server's answer to report ``seq``: queued on the journal's thread, not
+        awaited. An acknowledgement guards no act (:meth:`Journal.acknowledge`), and the thread
+        runs calls in the order they were made, so every call made after this one (the outbox's
+        next read, the check of ``RECEIVED``'s answer before the spooler) sees it; the event loop
+        is not woken for its commit. One that fails is logged, and its report, still in the
+        outbox, is sent again at the next flush, which the server answers as the replay it is."""
+        future = self._thread.submit(functools.partial(self._journal.acknowledge, seq, outcome))
+        future.add_done_callback(_log_failure)
 
     async def received_refused(self, job_id: str) -> bool:
         return await self._run(self._journal.received_refused, job_id)
@@ -106,3 +118,9 @@ class AsyncJournal:
     def reports_queued(self) -> int:
         """:attr:`Journal.reports_queued`, read on the loop (an int the thread only adds to)."""
         return self._journal.reports_queued
+
+
+def _log_failure(future: Future) -> None:
+    """Log an acknowledgement the journal did not record (on the journal's thread)."""
+    if future.exception() is not None:
+        logger.error("acknowledgement_not_recorded error=%r", future.exception())

@@ -199,12 +199,12 @@ class Reporter:
         """Acknowledge ``report`` by the server's answer (``status``, the error ``code``), or
         leave it for the next flush (False): as the class says."""
         if status in (200, 201):
-            await self.journal.acknowledge(report.seq, "ok")
+            self.journal.acknowledge(report.seq, "ok")
             return True
         if _retried(status):
             self._deferred(report, f"status={status}")
             return False
-        await self.journal.acknowledge(report.seq, f"{status}:{code}")
+        self.journal.acknowledge(report.seq, f"{status}:{code}")
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
             self.device,

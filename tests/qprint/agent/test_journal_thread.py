@@ -111,3 +111,52 @@ async def test_the_journal_runs_on_one_thread_of_its_own_in_call_order(tmp_path)
     assert [r.body["type"] for r in await journal.pending()] == ["RECEIVED", "SPOOLED", "PRINTED"]
     assert (await journal.job("job-1")).state == "PRINTED"
     await journal.close()
+
+
+async def _one_report(journal: AsyncJournal) -> j.Report:
+    await journal.remember_claim("job-1", "claim-1")
+    await journal.advance("job-1", j.RECEIVED, event="RECEIVED")
+    [report] = await journal.pending()
+    return report
+
+
+async def test_an_acknowledgement_returns_at_once_and_every_later_call_sees_it(tmp_path):
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    report = await _one_report(journal)
+    held, running = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        running.set()
+        assert held.wait(10)
+
+    busy = journal._thread.submit(hold)  # the journal's thread busy with an earlier call
+    try:
+        assert running.wait(10)
+        journal.acknowledge(report.seq, "409:stale_claim")  # queued, not awaited: no await here
+        later = asyncio.gather(journal.pending(), journal.submitting("job-1"))
+    finally:
+        held.set()
+    busy.result(10)
+    assert await later == [[], (False, j.RECEIVED)]  # a refused RECEIVED: never submitted
+    assert (await journal.job("job-1")).state == "CANCELLED"
+    await journal.close()
+
+
+async def test_an_acknowledgement_the_journal_does_not_record_is_logged_and_sent_again(
+    tmp_path, caplog
+):
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    report = await _one_report(journal)
+
+    def fails(seq: int, outcome: str) -> None:
+        raise j.sqlite3.OperationalError("disk I/O error")
+
+    journal._journal.acknowledge = fails
+    with caplog.at_level("ERROR", logger="qprint.agent"):
+        journal.acknowledge(report.seq, "ok")
+        await eventually(
+            lambda: "acknowledgement_not_recorded" in caplog.text, message="the failure logged"
+        )
+    assert "disk I/O error" in caplog.text
+    assert [r.seq for r in await journal.pending()] == [report.seq]  # the next flush sends it
+    await journal.close()

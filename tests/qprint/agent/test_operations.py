@@ -211,27 +211,33 @@ async def handle_pushed(
     return assignment.job_id, spooler.submitted, state, outbox_empty
 
 
-async def test_a_pushed_job_crosses_to_its_journal_thread_eight_times(tmp_path, monkeypatch):
-    """Each journal call is a hand-off to the device's journal thread and back, a few per job
-    (docs/PERFORMANCE.md): a pushed job whose document came inline and whose printer finished
-    it as it took it makes the record with RECEIVED, one read of the outbox, RECEIVED's
-    acknowledgement, SUBMITTING, SPOOLED with PRINTED, one read of the outbox, and the two
-    acknowledgements; no read of an outbox that nothing was queued to since the last."""
+async def test_a_pushed_job_awaits_its_journal_thread_five_times(tmp_path, monkeypatch):
+    """Each awaited journal call is a hand-off to the device's journal thread and back, a few per
+    job (docs/PERFORMANCE.md): a pushed job whose document came inline and whose printer finished
+    it as it took it awaits the record with RECEIVED, one read of the outbox, SUBMITTING, SPOOLED
+    with PRINTED and one read of the outbox; the server's three acknowledgements are queued on
+    the thread in their place, not awaited; no read of an outbox that nothing was queued to since
+    the last."""
     calls: list[str] = []
-    run = AsyncJournal._run
+    run, acknowledge = AsyncJournal._run, AsyncJournal.acknowledge
 
     async def counted(self, fn, *args, **kwargs):
         calls.append(fn.__name__)
         return await run(self, fn, *args, **kwargs)
 
+    def queued(self, seq, outcome):
+        calls.append("acknowledge, queued")
+        acknowledge(self, seq, outcome)
+
     monkeypatch.setattr(AsyncJournal, "_run", counted)
+    monkeypatch.setattr(AsyncJournal, "acknowledge", queued)
     job_id, submitted, state, outbox_empty = await handle_pushed(
         tmp_path, recorded, b"%PDF-1.4 pushed"
     )
     assert submitted == [job_id] and state == "PRINTED" and outbox_empty
     assert calls[: calls.index("job")] == [
-        "remember_claim", "pending", "acknowledge",
-        "submitting", "spooled", "pending", "acknowledge", "acknowledge",
+        "remember_claim", "pending", "acknowledge, queued",
+        "submitting", "spooled", "pending", "acknowledge, queued", "acknowledge, queued",
     ]  # fmt: skip
 
 
