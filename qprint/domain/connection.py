@@ -16,8 +16,9 @@ applied. This module is the only writer of those four columns, and every write i
   nothing to tell. The common case, authentication included, is :func:`take_presented`:
   ``WHERE token_hash = <the hash of the presented token> AND kind = 'agent' AND enabled``, the
   tenant without webhook endpoints, in the same statement, which reads the active jobs too (the
-  upgrade's only round trip); an upgrade it does not match takes the full way
-  (``credentials.authenticate_device``, then :func:`take`).
+  upgrade's only round trip; the upgrades of a connect burst share one, gathered by
+  ``qprint.realtime.gathered``, the rows locked in the order of their ids); an upgrade it does
+  not match takes the full way (``credentials.authenticate_device``, then :func:`take`).
 - :func:`ping` - renew the lease **and**, in the same statement, return what the connection needs
   to know (revisions, a pending command, a job a claim would hand out now). One round trip per
   heartbeat. :func:`ping_many` is the same for the pings of several connections of a node at
@@ -25,7 +26,7 @@ applied. This module is the only writer of those four columns, and every write i
   each row guarded as :func:`ping`'s, the rows locked in the order of their ids.
 - :func:`mark_ready` - record the revisions the device applied and mark the connection ready.
   :func:`mark_ready_many` is the same for several connections at once (the ``state`` frames of
-  a connect burst, gathered by ``qprint.realtime.readies``): one statement on PostgreSQL, each
+  a connect burst, gathered by ``qprint.realtime.gathered``): one statement on PostgreSQL, each
   row guarded as :func:`mark_ready`'s, the rows locked in the order of their ids.
 - :func:`clear` - forget the connection on close.
 - :func:`poll_live` and :func:`poll` - a CloudPRNT printer's poll (docs/CLOUDPRNT.md): there is
@@ -64,10 +65,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db import connection as db
-from django.db.models import CharField, OuterRef
+from django.db.models import OuterRef
+from django.db.models.expressions import RawSQL
 
 from qprint.core import prepared, sql, wire
-from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.prepared import PreparedQuery
 from qprint.domain import reconcile
 from qprint.models import Device, DeviceKind, raw
 from qprint.webhooks import DEVICE_CONNECTED, DEVICE_DISCONNECTED, outbox
@@ -193,10 +195,12 @@ def lease_seconds(heartbeat_seconds: float) -> float:
     return LEASE_HEARTBEATS * heartbeat_seconds
 
 
-def _take_assignments() -> str:
-    """The SET of a take (``%s``: the connection's id, its node, the lease's seconds)."""
-    return f"""connection_id = %s, connection_node = %s, connection_ready = {sql.false()},
-        connection_lease_expires_at = {sql.seconds_from_now()}, last_seen_at = {sql.now()},
+def _take_assignments(connection_id: str = "%s", node: str = "%s", lease: str = "%s") -> str:
+    """The SET of a take: the connection's id, its node, the lease's seconds (parameters, or the
+    SQL expressions given)."""
+    return f"""connection_id = {connection_id}, connection_node = {node},
+        connection_ready = {sql.false()},
+        connection_lease_expires_at = {sql.seconds_from_now(lease)}, last_seen_at = {sql.now()},
         connection_since = {sql.now()}"""
 
 
@@ -269,72 +273,100 @@ def take(device_id: int, connection_id: uuid.UUID, node: str, heartbeat_seconds:
     return _taken(row, reconcile.active_jobs(device_id), displaced=displaced)
 
 
-#: The gate of :func:`take_presented`: the agent holding the token hashed ``digest`` (the
-#: credential lookup's own index), whether its tenant has a webhook endpoint, and its active jobs.
+#: An upgrade as :func:`take_presented` takes it: (the presented token's hash, the new
+#: connection's id, the node, the heartbeat's seconds).
+Presented = tuple[str, uuid.UUID, str, float]
+
+#: The gate of :func:`take_presented`: the agents holding the token hashes the statement's
+#: ``presented`` rows name (the credential lookup's own index), whether their tenant has a webhook
+#: endpoint, and their active jobs; the rows in the order of their ids (two nodes' statements
+#: never wait on each other crosswise).
 _TAKE_GATE = PreparedQuery(
-    lambda: Device.objects.filter(
-        token_hash=Param("digest", CharField()), kind=DeviceKind.AGENT
-    ).annotate(
-        announced=outbox.tenant_subscribed(OuterRef("tenant")),
-        active_jobs=reconcile.active_jobs_column(OuterRef("pk")),
-    )[:1]
+    lambda: (
+        Device.objects.filter(
+            token_hash__in=RawSQL("SELECT digest FROM presented", ()), kind=DeviceKind.AGENT
+        )
+        .annotate(
+            announced=outbox.tenant_subscribed(OuterRef("tenant")),
+            active_jobs=reconcile.active_jobs_column(OuterRef("pk")),
+        )
+        .order_by("pk")
+    )
 )
 
 
 @functools.cache
 def _take_presented_statement(gate: str) -> str:
-    """:func:`take_presented`'s statement around the gate's compiled SELECT (PostgreSQL), built
-    once: every upgrade runs it."""
+    """:func:`take_presented`'s statement around the gate's compiled SELECT, built once: the
+    upgrades as four arrays, each row the gate locked taken for the connection that presented
+    its token."""
     d = raw.tables()["device"]
+    taken = _take_assignments(
+        "presented.connection_id", "presented.node", "presented.lease_seconds"
+    )
     return f"""
-        WITH gate AS ({gate} FOR NO KEY UPDATE OF {d}), taken AS (
-            UPDATE {d} SET {_take_assignments()}
-            FROM gate
+        WITH presented AS (
+            SELECT * FROM unnest(%s::varchar[], %s::uuid[], %s::varchar[], %s::float8[])
+                AS p(digest, connection_id, node, lease_seconds)
+        ), gate AS ({gate} FOR NO KEY UPDATE OF {d}), taken AS (
+            UPDATE {d} SET {taken}
+            FROM gate JOIN presented ON presented.digest = gate.token_hash
             WHERE {d}.id = gate.id AND gate.enabled AND NOT gate.announced
-            RETURNING {", ".join(f"{d}.{c}" for c in _TAKEN_COLUMNS)}
+            RETURNING {d}.id AS taken_id, {", ".join(f"{d}.{c}" for c in _TAKEN_COLUMNS)}
         )
-        SELECT gate.*, taken.* FROM gate, taken
+        SELECT gate.*, taken.* FROM gate JOIN taken ON taken.taken_id = gate.id
         """
 
 
-def take_presented(
-    token_hash: str, connection_id: uuid.UUID, node: str, heartbeat_seconds: float
-) -> tuple[Device, Taken] | None:
-    """A socket's upgrade in ONE statement, its authentication included (PostgreSQL).
+def take_presented(upgrades: list[Presented]) -> list[tuple[Device, Taken] | None]:
+    """Sockets' upgrades in ONE statement, their authentication included (PostgreSQL): those of
+    a connect burst together (``qprint.realtime.gathered``), or one alone.
 
-    The agent holding the token hashed ``token_hash``, enabled, whose tenant has no webhook
-    endpoint (a ``device.connected`` delivery is written in the take's transaction, which
-    :func:`take` runs) takes its row as :func:`take` does; the statement locks the row it judges
-    and returns it whole as it found it (:class:`Device`; its connection columns are the
-    displaced connection's) with what the take returns, the device's active jobs
-    read in the same statement (:func:`reconcile.active_jobs_column`; as of the statement's
-    start, where :func:`take` reads them after its commit: a job the device reports meanwhile is
-    in its journal either way, and an event sent again is answered as a replay). ``None`` when it
-    took nothing (an unknown or wrong token, another kind of device, a disabled device, a tenant
-    with webhooks, SQLite): the caller then takes the full way, ``credentials.authenticate_device``
-    (its throttle and answers) and :func:`take`; nothing was written. The caller compares the
-    returned ``token_hash`` in constant time as the credential lookup does.
+    The agent holding each token hash, enabled, whose tenant has no webhook endpoint (a
+    ``device.connected`` delivery is written in the take's transaction, which :func:`take` runs)
+    takes its row for the upgrade's connection as :func:`take` does; the statement locks the rows
+    it judges, in the order of their ids, and returns each whole as it found it (:class:`Device`;
+    its connection columns are the displaced connection's) with what the take returns, the
+    device's active jobs read in the same statement (:func:`reconcile.active_jobs_column`; as of
+    the statement's start, where :func:`take` reads them after its commit: a job the device
+    reports meanwhile is in its journal either way, and an event sent again is answered as a
+    replay). Each upgrade's answer in order: None when it took nothing for it (an unknown or
+    wrong token, another kind of device, a disabled device, a tenant with webhooks, SQLite): the
+    caller then takes the full way, ``credentials.authenticate_device`` (its throttle and
+    answers) and :func:`take`; nothing was written for it. The caller compares each returned
+    ``token_hash`` in constant time as the credential lookup does. The tokens must differ: two
+    connections of one device are taken one after the other (newest wins), never in one
+    statement.
     """
+    if len({digest for digest, *_ in upgrades}) != len(upgrades):
+        raise ValueError("two upgrades of one statement present the same token")
     if db.vendor != "postgresql":
-        return None
-    gate, params = _TAKE_GATE.statement(digest=token_hash)
+        return [None] * len(upgrades)
+    gate, params = _TAKE_GATE.statement()
     rows = prepared.fetch(
         _take_presented_statement(gate),
-        [*params, sql.uuid_param(connection_id), node, lease_seconds(heartbeat_seconds)],
+        [
+            [digest for digest, _, _, _ in upgrades],
+            [connection_id for _, connection_id, _, _ in upgrades],
+            [node for _, _, node, _ in upgrades],
+            [lease_seconds(heartbeat) for _, _, _, heartbeat in upgrades],
+            *params,
+        ],
     )
-    if not rows:
-        return None
-    [row] = rows
-    [device] = _TAKE_GATE.instances([row])
-    # The gate's row is the row as the take's lock found it: the connection it names, if any, is
-    # the one this take displaced.
-    displaced = device.connection_id is not None
-    taken = _taken(
-        row[-len(_TAKEN_COLUMNS) :],
-        reconcile.active_jobs_of(device.active_jobs),
-        displaced=displaced,
-    )
-    return device, taken
+    devices = _TAKE_GATE.instances(rows)
+    taken: dict[str, tuple[Device, Taken]] = {}
+    for device, row in zip(devices, rows, strict=True):
+        # The gate's row is the row as the take's lock found it: the connection it names, if
+        # any, is the one this take displaced.
+        taken[device.token_hash] = (
+            device,
+            _taken(
+                row[-len(_TAKEN_COLUMNS) :],
+                reconcile.active_jobs_of(device.active_jobs),
+                displaced=device.connection_id is not None,
+            ),
+        )
+    return [taken.get(digest) for digest, *_ in upgrades]
 
 
 @functools.cache

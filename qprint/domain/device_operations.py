@@ -8,8 +8,8 @@ the HTTP status and JSON body (``None``: 204). A refusal is the domain's
 the HTTP API turns it into ``{"error", "message"}`` with that status, the socket into a ``refused``
 frame carrying the same three.
 
-A socket's upgrade comes in here too (:func:`open_socket`): the token matched in the statement that
-takes the connection record, or the one way in then the take.
+A socket's upgrade comes in here too (:func:`open_sockets`, those of a connect burst together): the
+token matched in the statement that takes the connection record, or the one way in then the take.
 
 The frames themselves (parsing a request, the answer frames) are the device session's
 (:mod:`qprint.realtime.session`, no I/O).
@@ -54,24 +54,52 @@ class Answer:
 # -- the operations ----------------------------------------------------------------------------
 
 
+#: A socket's upgrade as :func:`open_sockets` takes it: the token it presents, its connection's
+#: id, the node, the heartbeat's seconds.
+Upgrade = tuple[credentials.PresentedToken, uuid.UUID, str, float]
+
+
+def open_sockets(
+    upgrades: list[Upgrade],
+) -> list[tuple[Device, connection.Taken] | Exception]:
+    """Sockets' upgrades (their tokens differ): the device presenting each token takes its
+    connection record for the upgrade's connection. One statement for all of them in the common
+    case (:func:`connection.take_presented`, each token matched in it); an upgrade it did not
+    take takes the one way in, :meth:`~credentials.PresentedToken.authenticate` (401 unknown, 429
+    throttled, 403 disabled, as :class:`~qprint.core.errors.QPrintError`), then
+    :func:`connection.take` (:class:`connection.Replaced` when the device was deleted meanwhile).
+    Each upgrade's own answer, in order: the device and what it took, or the exception it
+    raised (the others are answered all the same)."""
+    found = connection.take_presented(
+        [(presented.token_hash, *rest) for presented, *rest in upgrades]
+    )
+    answers: list[tuple[Device, connection.Taken] | Exception] = []
+    for (presented, connection_id, node, heartbeat), taken in zip(upgrades, found, strict=True):
+        try:
+            if taken is not None:
+                device = taken[0]
+                presented.require(device.token_hash, device.enabled)
+            else:
+                device = presented.authenticate()
+                taken = device, connection.take(device.pk, connection_id, node, heartbeat)
+        except Exception as exc:  # this upgrade's answer; the others go on
+            answers.append(exc)
+        else:
+            answers.append(taken)
+    return answers
+
+
 def open_socket(
     presented: credentials.PresentedToken,
     connection_id: uuid.UUID,
     node: str,
     heartbeat_seconds: float,
 ) -> tuple[Device, connection.Taken]:
-    """A socket's upgrade: the device presenting the token takes its connection record for
-    ``connection_id``. One statement in the common case (:func:`connection.take_presented`, the
-    token matched in it); otherwise the one way in, :meth:`~credentials.PresentedToken.authenticate`
-    (401 unknown, 429 throttled, 403 disabled, as :class:`~qprint.core.errors.QPrintError`), then
-    :func:`connection.take` (:class:`connection.Replaced` when the device was deleted meanwhile)."""
-    found = connection.take_presented(presented.token_hash, connection_id, node, heartbeat_seconds)
-    if found is not None:
-        device, taken = found
-        presented.require(device.token_hash, device.enabled)
-        return device, taken
-    device = presented.authenticate()
-    return device, connection.take(device.pk, connection_id, node, heartbeat_seconds)
+    """One socket's upgrade: :func:`open_sockets` of it alone, its exception raised."""
+    [answer] = open_sockets([(presented, connection_id, node, heartbeat_seconds)])
+    if isinstance(answer, Exception):
+        raise answer
+    return answer
 
 
 def claim(

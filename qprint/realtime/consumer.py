@@ -7,11 +7,11 @@ close code) is the session's. Each socket handles one message at a time from two
 :mod:`qprint.realtime.bus` (``qprint.wake``, ``qprint.replaced``, ``qprint.reconcile``), the
 drain (``qprint.drain``), its heartbeat timer (``qprint.heartbeat_check``) and the answer to its
 ping, renewed with the node's other pings (``qprint.pinged``, :mod:`qprint.realtime.pings`).
-A ``state`` frame is recorded with the other sockets' that arrive while a statement is on its
-way (:mod:`qprint.realtime.readies`). A message of any other type is an error, as in Channels'
-own dispatch. A handler may take the client's frames that have already arrived behind its own
-(the event frames the operation driver records together); any it does not handle run next,
-before the client's later frames (:attr:`DeviceConsumer.held`).
+The upgrade and a ``state`` frame are each run with the other sockets' that arrive while a
+statement is on its way (:mod:`qprint.realtime.gathered`). A message of any other type is an
+error, as in Channels' own dispatch. A handler may take the client's frames that have already
+arrived behind its own (the event frames the operation driver records together); any it does not
+handle run next, before the client's later frames (:attr:`DeviceConsumer.held`).
 
 The operation frames (claim, event, command result) and pushed assignments are driven by its
 mixin :class:`~qprint.realtime.operation_driver.OperationDriver`; this module holds the connection's
@@ -44,13 +44,12 @@ from qprint.domain import (
     commands,
     connection,
     credentials,
-    device_operations,
     devices,
     throttle,
 )
 from qprint.domain.connection import DeviceState
 from qprint.metrics import instruments
-from qprint.realtime import bus, drain, pings, readies, socket_db
+from qprint.realtime import bus, drain, gathered, pings, socket_db
 from qprint.realtime.frames import (
     Close,
     OperationRequest,
@@ -162,8 +161,7 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             await self._refuse(503, "draining", "This node is draining; connect to another.")
         presented = credentials.PresentedToken(token, _client_address(self.scope))
         try:
-            device, taken = await socket_db.run(
-                device_operations.open_socket,
+            device, taken = await gathered.open_socket(
                 presented,
                 self.connection_id,
                 self.node,
@@ -275,7 +273,7 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
         first = not self.session.ready
         self._row_read_at = time.monotonic()
         try:
-            state = await readies.mark(
+            state = await gathered.mark_ready(
                 (
                     self.device_id,
                     self.connection_id,

@@ -21,14 +21,13 @@ import pytest
 from django.db import connection
 
 from qprint.domain import claim
-from qprint.domain import connection as connections
 from qprint.domain.events import record_device_event
 from qprint.models import PrintJob
 from tests.bench.common import latency_figures
 from tests.bench.conftest import size
 from tests.plans import generic_plan_buffers
 from tests.qprint.factories import finished_jobs
-from tests.qprint.helpers import connect, event, make_device, submit
+from tests.qprint.helpers import connect, connect_read, event, make_device, submit
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
@@ -61,7 +60,7 @@ def test_device_history(transactional_db, bench_result):
             _claims(device, 20)  # warm: the statement prepared and planned on the connection
             wall = _claims(device, CLAIMS)
             read = claim._AT_ONCE_BY_ID.statement(device_id=device.pk)
-            connects = connections._TAKE_GATE.statement(digest=device.token_hash)
+            connects = connect_read(device.token_hash)
             figures[str(history)] = {
                 "claim": latency_figures(wall),
                 "read_buffers": generic_plan_buffers(*read),

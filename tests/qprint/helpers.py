@@ -175,3 +175,12 @@ def documents_in_a_storage(settings, directory) -> None:
         "DOCUMENT_BACKEND": "qprint.documents.storage.StorageDocuments",
         "DOCUMENT_STORAGE": "print-documents",
     }
+
+
+def connect_read(token_hash: str) -> tuple[str, list]:
+    """The read of a socket's upgrade (the gate of ``connection.take_presented``: the device by
+    its token, with its active jobs) for one token, as ``generic_plan_buffers`` takes it."""
+    from qprint.domain import connection as connections
+
+    gate, params = connections._TAKE_GATE.statement()
+    return f"WITH presented AS (SELECT %s::varchar AS digest) {gate}", [token_hash, *params]

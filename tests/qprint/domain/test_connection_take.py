@@ -75,3 +75,71 @@ def test_a_take_that_waited_for_anothers_lock_displaces_the_connection_committed
     )
     assert isinstance(taken, connections.Taken), taken
     assert taken.displaced
+
+
+def test_upgrades_taken_in_one_statement_each_take_their_own_row():
+    """The upgrades of a connect burst (``qprint.realtime.gathered``): one statement takes each
+    agent's row for its own connection, node and lease, with its own active jobs and whether it
+    displaced a connection; a token it does not take is answered None (the full way)."""
+    from django.db.models import F
+    from django.test.utils import CaptureQueriesContext
+
+    if connection.vendor != "postgresql":
+        pytest.skip("one statement: PostgreSQL (SQLite takes each the full way)")
+    fresh, known = make_device(name="fresh"), make_device(name="known")
+    _, before = upgrade(known.token)
+    assert not before.displaced
+    upgrades = [
+        (credentials.hash_secret(known.token), uuid.uuid4(), "node-a", 20.0),
+        (credentials.hash_secret("no such token"), uuid.uuid4(), "node-a", 20.0),
+        (credentials.hash_secret(fresh.token), uuid.uuid4(), "node-b", 60.0),
+    ]
+    with CaptureQueriesContext(connection) as queries:
+        taken_known, unknown, taken_fresh = connections.take_presented(upgrades)
+    assert len(queries) == 1 and unknown is None
+    assert taken_known[0].pk == known.device.pk and taken_known[1].displaced
+    assert taken_fresh[0].pk == fresh.device.pk and not taken_fresh[1].displaced
+    rows = {
+        d.pk: d
+        for d in Device.objects.annotate(lease=F("connection_lease_expires_at")).filter(
+            pk__in=[known.device.pk, fresh.device.pk]
+        )
+    }
+    assert (rows[known.device.pk].connection_id, rows[known.device.pk].connection_node) == (
+        upgrades[0][1],
+        "node-a",
+    )
+    assert (rows[fresh.device.pk].connection_id, rows[fresh.device.pk].connection_node) == (
+        upgrades[2][1],
+        "node-b",
+    )
+    assert not rows[fresh.device.pk].connection_ready
+    # three heartbeats of each upgrade's own: 180 s against 60 s
+    assert (rows[fresh.device.pk].lease - rows[known.device.pk].lease).total_seconds() > 100
+    with pytest.raises(ValueError, match="same token"):
+        connections.take_presented([upgrades[0], upgrades[0]])
+
+
+def test_upgrades_opened_together_are_each_answered_as_if_alone():
+    """``open_sockets``: an upgrade the statement did not take takes the one way in, and each
+    gets its own answer: its device, 401 for an unknown token, 403 for a disabled device; a
+    tenant with webhooks takes its row the full way, with its delivery."""
+    from qprint.core.errors import QPrintError
+    from qprint.domain.device_operations import open_sockets
+
+    plain, disabled = make_device(name="plain"), make_device(name="disabled", enabled=False)
+    announced = make_device(tenant="hooked", name="announced")
+    WebhookEndpoint.objects.create(tenant="hooked", url="https://hooks.example.com/q", secret="x")
+
+    def presented(token: str):
+        return credentials.PresentedToken(token, "127.0.0.31")
+
+    tokens = [plain.token, "no such token", disabled.token, announced.token]
+    answers = open_sockets([(presented(t), uuid.uuid4(), "node-u", 20.0) for t in tokens])
+    assert answers[0][0].pk == plain.device.pk and answers[3][0].pk == announced.device.pk
+    assert [(a.status, a.code) for a in answers[1:3] if isinstance(a, QPrintError)] == [
+        (401, "unauthorized"),
+        (403, "disabled"),
+    ]
+    assert connection_of(plain.device.pk) and connection_of(announced.device.pk)
+    assert connection_of(disabled.device.pk) is None

@@ -15,11 +15,10 @@ import pytest
 from django.db import connection
 
 from qprint.domain import claim, reconcile
-from qprint.domain import connection as connections
 from qprint.models import PrintJob
 from tests.plans import generic_plan_buffers
 from tests.qprint.factories import finished_jobs, make_device
-from tests.qprint.helpers import submit
+from tests.qprint.helpers import connect_read, submit
 
 pytestmark = [pytest.mark.services, pytest.mark.django_db]
 
@@ -30,7 +29,7 @@ READS = {
     # Every claim, and every wakeup of a socket: the device, its held job, its next job.
     "claim": lambda device: claim._AT_ONCE_BY_ID.statement(device_id=device.pk),
     # Every connect of an agent: the device by its token, with its active jobs.
-    "connect": lambda device: connections._TAKE_GATE.statement(digest=device.token_hash),
+    "connect": lambda device: connect_read(device.token_hash),
     # Every connect through a socket's own take: the active jobs alone.
     "active jobs": lambda device: reconcile._ACTIVE_JOBS.statement(device=device.pk),
 }

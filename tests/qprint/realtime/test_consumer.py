@@ -379,7 +379,7 @@ async def test_states_that_arrive_while_one_is_recorded_are_recorded_together(
     import asyncio
     import threading
 
-    from qprint.realtime import readies
+    from qprint.realtime import gathered
     from tests.waiting import eventually
 
     monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
@@ -415,13 +415,67 @@ async def test_states_that_arrive_while_one_is_recorded_are_recorded_together(
     assert await asyncio.to_thread(held.wait, 10)
     for s, hello in zip(socks[1:], hellos[1:], strict=True):
         await report(s, hello)
-    waiting = readies._of_loop[asyncio.get_running_loop()]
+    waiting = gathered._gathered("readies")
     await eventually(lambda: len(waiting.pending) == 2, 5, message="two states waiting")
     release.set()
     for device, _ in made:
         await wait_ready(device.pk)
     ids = [device.pk for device, _ in made]
     assert batches == [ids[:1], ids[1:]]
+
+
+async def test_upgrades_that_arrive_while_one_is_taken_are_taken_together(
+    device_factory, sockets, monkeypatch
+):
+    """A connect burst: the first socket's upgrade takes its row at once, alone; those that
+    arrive while its statement is on its way take theirs together in the next one, and each
+    socket opens with its own device's hello."""
+    import asyncio
+    import threading
+
+    from qprint.domain import device_operations
+    from qprint.realtime import gathered
+    from tests.waiting import eventually
+
+    monkeypatch.setattr(bus.DeviceBus, "_start", lambda self: None)
+    made = [await adb(device_factory) for _ in range(3)]
+    socks = [sockets(token) for _, token in made]
+    held, release = threading.Event(), threading.Event()
+    batches: list[list[str]] = []
+    open_sockets = device_operations.open_sockets
+
+    def held_first(upgrades):
+        batches.append([presented.token_hash for presented, *_ in upgrades])
+        if len(batches) == 1:
+            held.set()
+            release.wait(10)
+        return open_sockets(upgrades)
+
+    monkeypatch.setattr(device_operations, "open_sockets", held_first)
+    # The upgrades sent, then their answers read one socket after the other: a test
+    # communicator's calls must not overlap (each patches Channels' close_old_connections).
+    upgrade = {"type": "websocket.connect"}
+    await socks[0].communicator.send_input(upgrade)
+    assert await asyncio.to_thread(held.wait, 10)
+    for s in socks[1:]:
+        await s.communicator.send_input(upgrade)
+    waiting = gathered._gathered("upgrades")
+    await eventually(lambda: len(waiting.pending) == 2, 5, message="two upgrades waiting")
+    release.set()
+    for s in socks:
+        assert (await s.communicator.receive_output(5))["type"] == "websocket.accept"
+        hello = await s.receive()
+        await s.send(
+            {
+                "type": "state",
+                "control_revision": hello["control"]["revision"],
+                "settings_revision": hello["settings"]["revision"],
+            }
+        )
+    for device, _ in made:
+        await wait_ready(device.pk)  # each socket's own row, taken, then marked ready
+    hashes = [device.token_hash for device, _ in made]
+    assert batches == [hashes[:1], hashes[1:]]
 
 
 @pytest.mark.parametrize(
