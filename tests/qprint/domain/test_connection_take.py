@@ -143,3 +143,39 @@ def test_upgrades_opened_together_are_each_answered_as_if_alone():
     ]
     assert connection_of(plain.device.pk) and connection_of(announced.device.pk)
     assert connection_of(disabled.device.pk) is None
+
+
+@pytest.mark.services
+def test_bursts_of_two_nodes_over_the_same_devices_never_wait_on_each_other_crosswise():
+    """Two nodes' connect bursts present the same devices in opposite orders, at once, again and
+    again: each statement locks its rows in the order of their ids, so none deadlocks, and every
+    row ends named by one of the connections that took it."""
+    from tests.qprint.helpers import run_concurrently
+
+    if connection.vendor != "postgresql":
+        pytest.skip("row locks: PostgreSQL")
+    # A table of a deployment's size, so that the plan is a deployment's (the devices found
+    # through their token's index, then sorted by id for their locks).
+    Device.objects.bulk_create(
+        Device(tenant="crowd", name=f"idle-{n}", token_hash=f"{n:064x}") for n in range(3000)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Device._meta.db_table}")
+    made = [make_device(name=f"burst-{n}") for n in range(12)]
+    hashes = [credentials.hash_secret(m.token) for m in made]
+    taken_by: dict[int, set[uuid.UUID]] = {m.device.pk: set() for m in made}
+    for _ in range(5):
+        orders = [hashes, hashes[::-1], hashes[6:] + hashes[:6], hashes[::2] + hashes[1::2]]
+
+        def burst(i: int, orders=orders):
+            upgrades = [(h, uuid.uuid4(), f"node-{i}", 20.0) for h in orders[i]]
+            return upgrades, connections.take_presented(upgrades)
+
+        results = run_concurrently(len(orders), burst)
+        assert [kind for kind, _ in results] == ["ok"] * len(orders), results
+        for _, (upgrades, answers) in results:
+            assert all(answer is not None for answer in answers)
+            for (_, connection_id, _, _), (device, _) in zip(upgrades, answers, strict=True):
+                taken_by[device.pk].add(connection_id)
+        for m in made:
+            assert connection_of(m.device.pk) in taken_by[m.device.pk]
