@@ -237,6 +237,7 @@ async def sockets():
     for s in opened:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(s.close(), 10)
+    _communicators_did_not_overlap()
     loop = asyncio.get_running_loop()
     for b in bus.all_buses():
         if b.loop is loop:
@@ -245,6 +246,22 @@ async def sockets():
     if watch is not None:
         await asyncio.wait_for(watch.stop(), 10)
     await loop.run_in_executor(None, socket_db.close_connections)
+
+
+def _communicators_did_not_overlap() -> None:
+    """Each call of a Channels test communicator patches ``channels.db.close_old_connections``
+    while it runs; two calls that overlap (``gather`` of two sockets' ``connect``) unwind out of
+    order and leave it patched for the rest of the run, so the connections of every later
+    ``database_sync_to_async`` call outlive their tests (a module's teardown then waits for
+    them in vain). Put it back, and fail the test that did it: send the inputs, then read the
+    outputs one socket after the other."""
+    import channels.db
+    import django.db
+
+    if channels.db.close_old_connections is django.db.close_old_connections:
+        return
+    channels.db.close_old_connections = django.db.close_old_connections
+    pytest.fail("two test communicator calls overlapped: read one socket's output at a time")
 
 
 def observe_statements(monkeypatch) -> list[str]:
