@@ -209,6 +209,11 @@ class DeviceSocket:
         assert connected and subprotocol == "qprint.v1"
         hello = await self.receive()
         assert hello["type"] == "hello"
+        await self.report_state(hello, push)
+        return hello
+
+    async def report_state(self, hello: dict[str, Any], push: int | None = None) -> None:
+        """The ``state`` frame: the revisions ``hello`` gave applied (``push``: as above)."""
         state = {
             "type": "state",
             "control_revision": hello["control"]["revision"],
@@ -217,7 +222,6 @@ class DeviceSocket:
         if push is not None:
             state["push"] = {"inline_max_bytes": push}
         await self.send(state)
-        return hello
 
     async def close(self) -> None:
         await self.communicator.disconnect()

@@ -402,19 +402,10 @@ async def test_states_that_arrive_while_one_is_recorded_are_recorded_together(
 
     monkeypatch.setattr(connection, "mark_ready_many", held_first)
 
-    async def report(s, hello) -> None:
-        await s.send(
-            {
-                "type": "state",
-                "control_revision": hello["control"]["revision"],
-                "settings_revision": hello["settings"]["revision"],
-            }
-        )
-
-    await report(socks[0], hellos[0])
+    await socks[0].report_state(hellos[0])
     assert await asyncio.to_thread(held.wait, 10)
     for s, hello in zip(socks[1:], hellos[1:], strict=True):
-        await report(s, hello)
+        await s.report_state(hello)
     waiting = gathered._gathered("readies")
     await eventually(lambda: len(waiting.pending) == 2, 5, message="two states waiting")
     release.set()
@@ -464,14 +455,7 @@ async def test_upgrades_that_arrive_while_one_is_taken_are_taken_together(
     release.set()
     for s in socks:
         assert (await s.communicator.receive_output(5))["type"] == "websocket.accept"
-        hello = await s.receive()
-        await s.send(
-            {
-                "type": "state",
-                "control_revision": hello["control"]["revision"],
-                "settings_revision": hello["settings"]["revision"],
-            }
-        )
+        await s.report_state(await s.receive())
     for device, _ in made:
         await wait_ready(device.pk)  # each socket's own row, taken, then marked ready
     hashes = [device.token_hash for device, _ in made]
@@ -616,13 +600,7 @@ async def test_a_socket_not_ready_reads_nothing_on_a_wakeup_and_its_state_frame_
     await adb(submit, device)  # its wakeup reaches a socket that has not reported its state
     assert await s.nothing(0.3)
     assert not [q for q in statements if "qprint_device" in q], statements
-    await s.send(
-        {
-            "type": "state",
-            "control_revision": hello["control"]["revision"],
-            "settings_revision": hello["settings"]["revision"],
-        }
-    )
+    await s.report_state(hello)
     assert (await s.receive())["type"] == "wake"
 
 

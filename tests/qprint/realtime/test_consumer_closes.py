@@ -49,13 +49,7 @@ async def test_a_state_whose_row_another_connection_took_closes_4000(device_and_
     await s.connect()
     hello = await s.receive()
     await adb(connection.take, device.pk, uuid.uuid4(), "node-elsewhere", 20)
-    await s.send(
-        {
-            "type": "state",
-            "control_revision": hello["control"]["revision"],
-            "settings_revision": hello["settings"]["revision"],
-        }
-    )
+    await s.report_state(hello)
     assert await s.receive_close() == 4000
     d = await adb(row, device.pk)
     assert d.connection_node == "node-elsewhere" and d.connection_ready is False
@@ -76,13 +70,7 @@ async def test_a_state_the_database_does_not_record_closes_1011(
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(connection, "mark_ready_many", down)
-    await s.send(
-        {
-            "type": "state",
-            "control_revision": hello["control"]["revision"],
-            "settings_revision": hello["settings"]["revision"],
-        }
-    )
+    await s.report_state(hello)
     assert await s.receive_close() == 1011
     assert (await adb(row, device.pk)).connection_ready is False
 
