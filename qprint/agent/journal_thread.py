@@ -122,5 +122,6 @@ class AsyncJournal:
 
 def _log_failure(future: Future) -> None:
     """Log an acknowledgement the journal did not record (on the journal's thread)."""
-    if future.exception() is not None:
-        logger.error("acknowledgement_not_recorded error=%r", future.exception())
+    error = future.exception()
+    if error is not None:
+        logger.error("acknowledgement_not_recorded error=%r", error)
