@@ -9,9 +9,11 @@ PromQL query through Prometheus's HTTP API, waited for with a deadline.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -109,21 +111,32 @@ class Prometheus:
         assert len(result) <= 1, f"{expr} gave {len(result)} series: {result}"
         return float(result[0]["value"][1]) if result else None
 
-    async def until(self, expr: str, check, timeout: float = DEADLINE) -> float:
-        """Wait until ``check(value of expr)`` holds; fail with the last value after ``timeout``."""
-        last: list[float | None] = [None]
+    async def until(self, *conditions: tuple[str, Callable[[float], bool]]) -> None:
+        """Wait until every ``check(value of expr)`` holds in one round of queries; fail with the
+        last value of each that did not after :data:`DEADLINE`.
 
-        async def holds() -> tuple[float] | None:
-            last[0] = value = await self.query(expr)
-            return (value,) if value is not None and check(value) else None
+        The conditions of one phase of the test are awaited together: what its traffic moved
+        shows in the same scrape, so a phase costs about one scrape interval, not one per series.
+        """
+        last: dict[str, float | None] = {}
 
-        (value,) = await eventually(
-            holds,
-            timeout,
-            lambda: f"{expr} (last {last[0]})\n{self.process.log()[-3000:]}",
-            interval=0.2,
-        )
-        return value
+        async def hold() -> bool:
+            values = await asyncio.gather(*(self.query(expr) for expr, _ in conditions))
+            last.update((expr, value) for (expr, _), value in zip(conditions, values, strict=True))
+            return all(
+                value is not None and check(value)
+                for (_, check), value in zip(conditions, values, strict=True)
+            )
+
+        def waiting_for() -> str:
+            pending = [
+                f"{expr} (last {last.get(expr)})"
+                for expr, check in conditions
+                if last.get(expr) is None or not check(last[expr])
+            ]
+            return "; ".join(pending) + f"\n{self.process.log()[-3000:]}"
+
+        await eventually(hold, DEADLINE, waiting_for, interval=0.2)
 
     async def series(self, expr: str) -> list[dict]:
         """Every series an instant query yields (fails on a query Prometheus refuses)."""
@@ -161,8 +174,12 @@ def cluster(transactional_db, django_db_blocker, tmp_path):
     try:
         nodes, targets = [], []
         for node_id in ("node-a", "node-b"):
-            # With psycopg's pool, as docs/deploy/kubernetes/configmap.yaml runs the nodes.
-            env = node_env(database_url, redis.url, node_id, DATABASE_POOL="on")
+            # With psycopg's pool, as docs/deploy/kubernetes/configmap.yaml runs the nodes; the
+            # database's figures read at every scrape (5 s by default), so that a phase of the
+            # test waits one scrape for what it moved.
+            env = node_env(
+                database_url, redis.url, node_id, DATABASE_POOL="on", METRICS_CACHE_SECONDS="0"
+            )
             nodes.append(Node(node_id, env).start())
             # The sidecar serves its own figures, as in docs/deploy/kubernetes/deployment.yaml.
             port = free_port()
@@ -208,34 +225,42 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
     try:
         # Four targets up (two web processes, two sidecars); the cluster as the sidecars
         # registered it. Each process exports its own figures, the sidecars' included.
-        await prom.until('sum(up{job="qprint"})', equal(4))
-        await prom.until('count(qprint_webhook_attempts_total{outcome="delivered"})', equal(4))
-        await prom.until('max(qcluster_nodes{status="UP"})', equal(2))
-        await prom.until('max(qcluster_lease_held{lease="cluster-sweeper"})', equal(1))
+        await prom.until(
+            ('sum(up{job="qprint"})', equal(4)),
+            ('count(qprint_webhook_attempts_total{outcome="delivered"})', equal(4)),
+            ('max(qcluster_nodes{status="UP"})', equal(2)),
+            ('max(qcluster_lease_held{lease="cluster-sweeper"})', equal(1)),
+        )
 
         # Connections per node: from the rows (any node answers) and the sockets of the process.
         await real.connect(b.ws)
         await idle.connect(a.ws)
-        await prom.until('max(qprint_device_connections{node="node-b"})', equal(1))
-        await prom.until('max(qprint_device_connections{node="node-a"})', equal(1))
-        await prom.until('sum(qprint_sockets_open{node="node-b"})', equal(1))
-        await prom.until('max(qcluster_node_connections{node="node-b"})', equal(1))
+        await prom.until(
+            ('max(qprint_device_connections{node="node-b"})', equal(1)),
+            ('max(qprint_device_connections{node="node-a"})', equal(1)),
+            ('sum(qprint_sockets_open{node="node-b"})', equal(1)),
+            ('max(qcluster_node_connections{node="node-b"})', equal(1)),
+        )
 
         # A job submitted on A wakes the device on B: published on A, delivered and timed on B.
         submitted = await http.submit(a, "desk-1", "first")
         assert submitted.status_code == 201, submitted.text
         job = submitted.json()
         await real.frame("wake")
-        await prom.until('sum(qprint_wakeups_published_total{node="node-a"})', at_least(1))
-        await prom.until('sum(qprint_wakeups_delivered_total{node="node-b"})', at_least(1))
-        await prom.until('sum(qprint_wake_latency_seconds_count{node="node-b"})', at_least(1))
-        await prom.until('max(qprint_jobs{status="QUEUED"})', equal(1))
-        await prom.until("max(qprint_oldest_queued_job_age_seconds)", lambda v: v > 0)
-        # The device does not claim yet: its pings find the queued job (heartbeat reconciles).
         await prom.until(
-            'sum(qprint_heartbeat_reconciles_total{found_work="true",node="node-b"})', at_least(1)
+            ('sum(qprint_wakeups_published_total{node="node-a"})', at_least(1)),
+            ('sum(qprint_wakeups_delivered_total{node="node-b"})', at_least(1)),
+            ('sum(qprint_wake_latency_seconds_count{node="node-b"})', at_least(1)),
+            ('max(qprint_jobs{status="QUEUED"})', equal(1)),
+            ("max(qprint_oldest_queued_job_age_seconds)", lambda v: v > 0),
+            # The device does not claim yet: its pings find the queued job (heartbeat
+            # reconciles).
+            (
+                'sum(qprint_heartbeat_reconciles_total{found_work="true",node="node-b"})',
+                at_least(1),
+            ),
+            ('sum(qprint_heartbeat_reconciles_total{found_work="false"})', at_least(1)),
         )
-        await prom.until('sum(qprint_heartbeat_reconciles_total{found_work="false"})', at_least(1))
 
         # Claims by answer: an assignment, nothing for the idle device, a refusal offline.
         claimed = await http.claim(a, token)
@@ -244,10 +269,12 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
         assert (await http.claim(b, idle_token)).status_code == 204
         refused = await http.claim(b, offline_token)
         assert (refused.status_code, refused.json()["error"]) == (409, "not_connected")
-        await prom.until('sum(qprint_claims_total{answer="assignment",status="200"})', equal(1))
-        await prom.until('sum(qprint_claims_total{answer="nothing",status="204"})', equal(1))
-        await prom.until('sum(qprint_claims_total{answer="not_connected"})', equal(1))
-        await prom.until("sum(qprint_claim_duration_seconds_count)", equal(3))
+        await prom.until(
+            ('sum(qprint_claims_total{answer="assignment",status="200"})', equal(1)),
+            ('sum(qprint_claims_total{answer="nothing",status="204"})', equal(1)),
+            ('sum(qprint_claims_total{answer="not_connected"})', equal(1)),
+            ("sum(qprint_claim_duration_seconds_count)", equal(3)),
+        )
 
         # Events by answer: created, replayed, stale claim (409) and malformed (422).
         received = {
@@ -263,25 +290,29 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
         assert (await event(http, a, token, job["id"], {"type": "NOPE"})).status_code == 422
         printed = await http.event(a, token, job["id"], claim_id, "PRINTED")
         assert printed.status_code == 201, printed.text
-        await prom.until('sum(qprint_events_total{status="201",answer="created"})', equal(2))
-        await prom.until('sum(qprint_events_total{status="200",answer="replayed"})', equal(1))
-        await prom.until('sum(qprint_events_total{status="409",answer="stale_claim"})', equal(1))
-        await prom.until('sum(qprint_events_total{status="422"})', equal(1))
-        await prom.until("sum(qprint_event_duration_seconds_count)", equal(5))
-
-        # Jobs by state and the submit -> PRINTED histogram (observed on A, which recorded it).
-        await prom.until('max(qprint_jobs{status="PRINTED"})', equal(1))
-        await prom.until('max(qprint_jobs{status="QUEUED"})', equal(0))
-        await prom.until('sum(qprint_job_submit_to_printed_seconds_count{node="node-a"})', equal(1))
-        await prom.until('sum(qprint_job_submit_to_printed_seconds_bucket{le="+Inf"})', equal(1))
-        await prom.until('sum(qprint_jobs_finished_total{status="PRINTED"})', equal(1))
+        await prom.until(
+            ('sum(qprint_events_total{status="201",answer="created"})', equal(2)),
+            ('sum(qprint_events_total{status="200",answer="replayed"})', equal(1)),
+            ('sum(qprint_events_total{status="409",answer="stale_claim"})', equal(1)),
+            ('sum(qprint_events_total{status="422"})', equal(1)),
+            ("sum(qprint_event_duration_seconds_count)", equal(5)),
+            # Jobs by state and the submit -> PRINTED histogram (observed on A, which recorded
+            # it).
+            ('max(qprint_jobs{status="PRINTED"})', equal(1)),
+            ('max(qprint_jobs{status="QUEUED"})', equal(0)),
+            ('sum(qprint_job_submit_to_printed_seconds_count{node="node-a"})', equal(1)),
+            ('sum(qprint_job_submit_to_printed_seconds_bucket{le="+Inf"})', equal(1)),
+            ('sum(qprint_jobs_finished_total{status="PRINTED"})', equal(1)),
+        )
 
         # A node that dies: LOST, an alert row, and the shipped rule fires in Prometheus.
         extra.start()
-        await prom.until('max(qcluster_nodes{status="UP"})', equal(3))
+        await prom.until(('max(qcluster_nodes{status="UP"})', equal(3)))
         extra.kill()
-        await prom.until('max(qcluster_nodes{status="LOST"})', equal(1))
-        await prom.until('max(qcluster_alerts_open{code="cluster.node.lost"})', equal(1))
+        await prom.until(
+            ('max(qcluster_nodes{status="LOST"})', equal(1)),
+            ('max(qcluster_alerts_open{code="cluster.node.lost"})', equal(1)),
+        )
         states: list[dict] = [{}]
 
         async def lost_fires() -> bool:
@@ -294,9 +325,9 @@ async def test_prometheus_scrapes_both_nodes_and_sees_the_promised_series_move(c
         redis.stop()
         assert (await http.submit(a, "desk-idle", "no-bus")).status_code == 201
         await prom.until(
-            'sum(qprint_wakeups_dropped_total{cause="layer_error",node="node-a"})', at_least(1)
+            ('sum(qprint_wakeups_dropped_total{cause="layer_error",node="node-a"})', at_least(1)),
+            ('sum(qprint_wakeups_dropped_total{cause="queue_full"})', equal(0)),
         )
-        await prom.until('sum(qprint_wakeups_dropped_total{cause="queue_full"})', equal(0))
 
         # Every query of the shipped dashboard is valid PromQL and, after this traffic, answers.
         from tests.ops.test_deploy import dashboard_queries
