@@ -1,5 +1,6 @@
 """The benchmarks' CPU meter tells a PostgreSQL server's sessions from the processes it runs for
-itself, on a real server (the one the suite runs on, on this machine)."""
+itself, and their reading of the server's WAL fsyncs counts a phase's commits, on a real server
+(the one the suite runs on, on this machine)."""
 
 import os
 
@@ -7,6 +8,8 @@ import psycopg
 import pytest
 
 from tests.bench.machine import CpuMeter, postgresql_part
+from tests.bench.postgres import WAL_FSYNCS, counted
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.services
 
@@ -48,3 +51,29 @@ def test_the_parts_of_a_kind_add_up_to_the_kind(services):
     assert set(after) == {"backends", "background"}
     assert after["backends"] - before["backends"] >= 0.05
     assert sum(after.values()) == pytest.approx(meter.reading()["postgresql"])
+
+
+def test_each_commit_that_wrote_is_an_fsync_of_the_write_ahead_log(services):
+    def reading() -> dict:
+        with psycopg.connect(services.database_url, autocommit=True) as conn:
+            syncs, sync_ms = conn.execute(WAL_FSYNCS).fetchone()
+            if conn.execute("SHOW fsync").fetchone()[0] != "on":
+                pytest.skip("the suite's PostgreSQL runs with fsync off")
+        return {"sessions": 0, "autoanalyzes": 0, "wal_syncs": syncs, "wal_sync_ms": sync_ms}
+
+    before = reading()
+    with psycopg.connect(services.database_url, autocommit=True) as session:
+        for _ in range(5):  # five transactions that write, each committed on its own
+            session.execute("SELECT pg_logical_emit_message(true, 'qprint-bench', 'commit')")
+
+    def counted_all() -> dict | None:  # the ended session hands its counts over as it exits
+        now = reading()
+        return now if now["wal_syncs"] - before["wal_syncs"] >= 5 else None
+
+    after = wait_until(counted_all, 10, message="an fsync counted for each of five commits")
+    figures = counted(before, after, jobs=5)
+    assert figures["wal_syncs_per_job"] >= 1, figures  # the walwriter's may come on top
+    syncs = after["wal_syncs"] - before["wal_syncs"]
+    assert figures["wal_sync_mean_ms"] == round(
+        (after["wal_sync_ms"] - before["wal_sync_ms"]) / syncs, 3
+    )

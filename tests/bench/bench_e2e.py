@@ -26,7 +26,9 @@ a warm-up flood of ``WARM_UP`` jobs (:func:`warm`). Each phase records the CPU p
 of process, counting the benchmark's own processes only (:class:`tests.bench.machine.CpuMeter`),
 the nodes' full collections of the garbage collector (``nodes_gc``: how many, the longest, their
 CPU; :func:`tests.bench.deployed.gc_pauses`) and, on the private PostgreSQL, the statements per
-job (``pg_stat_statements``), the sessions opened and the automatic ANALYZEs.
+job (``pg_stat_statements``), the sessions opened, the automatic ANALYZEs and the write-ahead
+log's fsyncs per job with their time (``pg_stat_wal``: a stalling disk shows there, as every
+commit waits for one).
 
 ``BENCH_E2E_ONLY=deployment`` instead runs the socket-operation flood four times, alternating the
 nodes as this benchmark used to run them (``LOG_LEVEL=WARNING``, Daphne without
@@ -318,7 +320,7 @@ class Meter:
         if self.pg is not None:
             database = connection.settings_dict["NAME"]
             figures["statements"] = self.pg.statements(database, jobs)
-            figures["postgresql"] = counted(before["postgresql"], self.pg.counters(database))
+            figures["postgresql"] = counted(before["postgresql"], self.pg.counters(database), jobs)
             # Whose the server's CPU was: the sessions of the nodes (and of the benchmark's own
             # reads), or the processes the server runs for itself (autovacuum, the WAL writer...).
             figures["postgresql_cpu_ms_per_job_by_part"] = cpu_ms_per_job(

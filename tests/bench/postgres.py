@@ -6,7 +6,8 @@ process tree, background writer and WAL writer included, and none of another sui
 (2) ``pg_stat_statements`` can be loaded (``shared_preload_libraries`` needs a server start) to
 give calls, total and mean time per statement per job. The server's settings are PostgreSQL 15's
 defaults, as on the shared server (fsync and synchronous_commit on), plus what the nodes need
-(``max_connections`` for two nodes' pools and the benchmark).
+(``max_connections`` for two nodes' pools and the benchmark) and ``track_wal_io_timing`` (the
+time of the write-ahead log's fsyncs in ``pg_stat_wal``: two clock reads per write and fsync).
 
 ``./dev bench`` starts it before the benchmarks (``python -m tests.bench.postgres start`` prints
 ``DATABASE_URL`` and ``BENCH_PG_DIR`` for the shell) and stops it after (``... stop``); the
@@ -31,6 +32,13 @@ from tests.processes import port_open
 
 BIN = Path(os.environ.get("BENCH_PG_BIN", "/usr/lib/postgresql/15/bin"))
 PORT = int(os.environ.get("BENCH_PG_PORT", "5439"))
+
+
+#: The server's fsyncs of its write-ahead log so far and their time in ms (0 unless
+#: ``track_wal_io_timing`` is on). A session hands its counts over when it goes idle, at most once
+#: a second, and when it ends: a reading misses at most the last second's of the sessions still
+#: busy.
+WAL_FSYNCS = "SELECT wal_sync, wal_sync_time FROM pg_stat_wal"
 
 
 def _as_postgres() -> dict:
@@ -77,7 +85,7 @@ class PrivatePostgres:
             f"-c port={self.port} -c listen_addresses=127.0.0.1 -c unix_socket_directories="
             f"{self.dir} -c max_connections=200 -c shared_preload_libraries=pg_stat_statements "
             "-c pg_stat_statements.track=all -c pg_stat_statements.max=2000 "
-            "-c pg_stat_statements.track_planning=on"
+            "-c pg_stat_statements.track_planning=on -c track_wal_io_timing=on"
         )
         subprocess.run(
             [BIN / "pg_ctl", "-D", self.data, "-l", self.dir / "log", "-o", options, "-w",
@@ -123,9 +131,12 @@ class PrivatePostgres:
     def counters(self, database: str) -> dict[str, int]:
         """What the server counted so far that a phase's figures are read against: the sessions
         opened on ``database`` (each a backend started, and every statement it prepares planned
-        again on it) and the automatic ANALYZEs of its tables (each makes every connection plan
-        the statements reading that table again). The sessions are read first; the reading then
-        opens one session of its own on ``database``, which :func:`counted` takes off."""
+        again on it), the automatic ANALYZEs of its tables (each makes every connection plan
+        the statements reading that table again), and the server's fsyncs of its write-ahead log
+        with the time they took (``pg_stat_wal``, timed with ``track_wal_io_timing``: a commit
+        waits for its fsync, so a disk that stalls shows here as a phase's sync time). The
+        sessions are read first; the reading then opens one session of its own on ``database``,
+        which :func:`counted` takes off."""
         [(sessions,)] = self.sql(
             f"SELECT sessions FROM pg_stat_database WHERE datname = '{database}'",
             database="postgres",
@@ -134,7 +145,13 @@ class PrivatePostgres:
             "SELECT coalesce(sum(autoanalyze_count), 0) FROM pg_stat_user_tables",
             database=database,
         )
-        return {"sessions": int(sessions or 0), "autoanalyzes": int(analyzes)}
+        [(syncs, sync_ms)] = self.sql(WAL_FSYNCS, database="postgres")
+        return {
+            "sessions": int(sessions or 0),
+            "autoanalyzes": int(analyzes),
+            "wal_syncs": int(syncs),
+            "wal_sync_ms": float(sync_ms),
+        }
 
     def statements(self, database: str, jobs: int, top: int = 15) -> list[dict]:
         """The statements on ``database`` since the last reset, most total time first: calls,
@@ -185,12 +202,17 @@ class PrivatePostgres:
         return out
 
 
-def counted(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+def counted(before: dict, after: dict, jobs: int) -> dict:
     """What :meth:`PrivatePostgres.counters` counted between two readings (the first reading's
-    own session taken off)."""
+    own session taken off), the write-ahead log's fsyncs per job and their mean time."""
+    syncs = after["wal_syncs"] - before["wal_syncs"]
+    sync_ms = after["wal_sync_ms"] - before["wal_sync_ms"]
     return {
         "sessions_opened": max(after["sessions"] - before["sessions"] - 1, 0),
         "autoanalyzes": after["autoanalyzes"] - before["autoanalyzes"],
+        "wal_syncs_per_job": round(syncs / jobs, 2) if jobs else 0.0,
+        "wal_sync_ms_per_job": round(sync_ms / jobs, 3) if jobs else 0.0,
+        "wal_sync_mean_ms": round(sync_ms / syncs, 3) if syncs else 0.0,
     }
 
 

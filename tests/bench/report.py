@@ -223,6 +223,11 @@ FIGURES = [
      [("figures", f"{v}/throughput", "postgresql", key)
       for v in ("push_http", "push_socket", "pushed")
       for key in ("sessions_opened", "autoanalyzes")], ""),
+    ("PostgreSQL's WAL fsyncs at 5 jobs/s, HTTP agents then pushed: fsyncs per job, their "
+     "time per job and mean (ms; pg_stat_wal)", "end_to_end",
+     [("figures", f"{v}/latency", "postgresql", key)
+      for v in ("push_http", "pushed")
+      for key in ("wal_syncs_per_job", "wal_sync_ms_per_job", "wal_sync_mean_ms")], ""),
     ("idle: node CPU per ping (ms), % of a core, statements per ping", "idle_devices",
      [("figures", "node_cpu_ms_per_ping"), ("figures", "node_cpu_percent_of_core"),
       ("figures", "statements_per_ping")], ""),
