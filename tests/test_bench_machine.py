@@ -57,12 +57,12 @@ def test_each_commit_that_wrote_is_an_fsync_of_the_write_ahead_log(services):
     def reading() -> dict:
         with psycopg.connect(services.database_url, autocommit=True) as conn:
             syncs, sync_ms = conn.execute(WAL_FSYNCS).fetchone()
-            if conn.execute("SHOW fsync").fetchone()[0] != "on":
-                pytest.skip("the suite's PostgreSQL runs with fsync off")
         return {"sessions": 0, "autoanalyzes": 0, "wal_syncs": syncs, "wal_sync_ms": sync_ms}
 
     before = reading()
     with psycopg.connect(services.database_url, autocommit=True) as session:
+        if session.execute("SHOW fsync").fetchone()[0] != "on":
+            pytest.skip("the suite's PostgreSQL runs with fsync off")
         for _ in range(5):  # five transactions that write, each committed on its own
             session.execute("SELECT pg_logical_emit_message(true, 'qprint-bench', 'commit')")
 

@@ -124,8 +124,7 @@ def _gathered(kind: str) -> Gathered:
         of_loop = _of_loop[loop] = {
             "readies": Gathered(_mark_ready_many),
             "upgrades": Gathered(
-                lambda upgrades: device_operations.open_sockets(upgrades),
-                key=lambda upgrade: upgrade[0].token_hash,
+                device_operations.open_sockets, key=lambda upgrade: upgrade[0].token_hash
             ),
         }
     return of_loop[kind]
