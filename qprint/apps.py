@@ -17,7 +17,8 @@ class QPrintConfig(AppConfig):
         from qprint.realtime import bus, publisher, server_log
         from qprint.views import web_server
 
-        # A refused socket upgrade is one log line, not Daphne's traceback.
+        # A refused socket upgrade is one log line, not Daphne's traceback; autobahn's debug
+        # line of a connection's options is built only when it is written.
         server_log.install()
         # Daphne's requests skip Twisted's parsing of form bodies, which Daphne never reads.
         web_server.install()

@@ -1,0 +1,76 @@
+"""autobahn's options line under Daphne's socket (``qprint.realtime.server_log``): built only when
+written, and every option still reaches the connection."""
+
+from __future__ import annotations
+
+import daphne.ws_protocol
+import pytest
+import txaio
+from autobahn.twisted.websocket import WebSocketServerFactory
+from autobahn.websocket import protocol as autobahn_protocol
+from twisted.logger import formatEvent
+
+from qprint.realtime import server_log
+
+
+@pytest.fixture
+def printed(monkeypatch):
+    """What autobahn pretty-prints from now on (its module's ``pformat``)."""
+    seen = []
+    real = autobahn_protocol.pformat
+
+    def pformat(value, *args, **kwargs):
+        seen.append(value)
+        return real(value, *args, **kwargs)
+
+    monkeypatch.setattr(autobahn_protocol, "pformat", pformat)
+    return seen
+
+
+def connection(log=None):
+    """A new connection of Daphne's protocol set up by its factory: one option the factory sets,
+    one set on the connection itself (autobahn keeps the connection's)."""
+    factory = WebSocketServerFactory()
+    factory.setProtocolOptions(autoPingInterval=7, openHandshakeTimeout=9)
+    socket = daphne.ws_protocol.WebSocketProtocol()
+    socket.factory = factory
+    socket.openHandshakeTimeout = 3
+    if log is not None:
+        socket.log = log
+    socket._connectionMade()
+    return socket, factory
+
+
+def test_installed_where_daphne_runs():
+    assert server_log.options_line_when_written() is True
+    assert server_log.options_line_when_written() is True  # once
+
+
+def test_without_debug_logging_the_options_are_copied_and_not_printed(printed):
+    server_log.options_line_when_written()
+    socket, factory = connection()
+    assert not server_log.writes_debug(socket.log)
+    assert not any(printed), printed  # autobahn's loop found nothing left to print
+    assert socket.autoPingInterval == 7
+    assert socket.openHandshakeTimeout == 3
+    for name in type(socket).CONFIG_ATTRS:
+        if name != "openHandshakeTimeout":
+            assert getattr(socket, name) == getattr(factory, name), name
+
+
+def test_with_debug_logging_autobahn_writes_every_option():
+    server_log.options_line_when_written()
+    lines = []
+    socket, factory = connection(txaio.make_logger("debug", observer=lines.append))
+    assert server_log.writes_debug(socket.log)
+    (written,) = [formatEvent(event) for event in lines if "attrs" in event]
+    for name in type(socket).CONFIG_ATTRS:
+        assert f"'{name}'" in written, name
+    assert f"('autoPingInterval', 7, '{type(factory).__name__}')" in written
+    assert f"('openHandshakeTimeout', 3, '{type(socket).__name__}')" in written
+    assert socket.autoPingInterval == 7
+    assert socket.openHandshakeTimeout == 3
+
+
+def test_a_logger_of_another_kind_keeps_autobahns_way():
+    assert server_log.writes_debug(object())
