@@ -106,9 +106,10 @@ class Journal:
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.executescript(SCHEMA)
-        #: Reports queued since the journal was opened (a rolled-back one counted too). Calls run
-        #: one at a time on the journal's thread, so a read of the outbox made after this count was
-        #: taken sees every report it counts: an unchanged count means nothing new to send.
+        #: Reports queued since the journal was opened (a rolled-back one counted too), and
+        #: acknowledgements that failed (their report is still to send). Calls run one at a time
+        #: on the journal's thread, so a read of the outbox made after this count was taken sees
+        #: every report it counts: an unchanged count means nothing new to send.
         self.reports_queued = 0
 
     def close(self) -> None:
@@ -414,12 +415,17 @@ class Journal:
 
         Not ``synchronous=FULL``: an acknowledgement guards no act. One lost with the machine's
         power (the process's own crash loses nothing in WAL mode) only sends that report again,
-        which the server answers as the replay it is; the next FULL commit syncs it anyway."""
-        with self._tx(durable=False):
-            self.db.execute(
-                "UPDATE outbox SET acked_at = ?, outcome = ? WHERE seq = ?",
-                (time.time(), outcome, seq),
-            )
+        which the server answers as the replay it is; the next FULL commit syncs it anyway. One
+        that fails is counted in :attr:`reports_queued`: its report is to send again."""
+        try:
+            with self._tx(durable=False):
+                self.db.execute(
+                    "UPDATE outbox SET acked_at = ?, outcome = ? WHERE seq = ?",
+                    (time.time(), outcome, seq),
+                )
+        except BaseException:
+            self.reports_queued += 1
+            raise
 
     def outcome(self, key: str) -> tuple[bool, str | None]:
         """(acknowledged, outcome) of one report: ``ok`` or ``<status>:<error code>``."""

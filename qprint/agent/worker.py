@@ -73,15 +73,27 @@ class Reporter:
         self._lock = asyncio.Lock()
         self._in_flight: dict[int, asyncio.Future] = {}
         self._background: set[asyncio.Future] = set()
+        #: The journal's count of queued reports (:attr:`AsyncJournal.reports_queued`) when a
+        #: read of the outbox found every report in it answered: while the count is the same and
+        #: nothing is in flight, there is nothing to send, and a flush reads nothing.
+        self._settled_at: int | None = None
 
     async def flush(self, endpoints: Endpoints) -> bool:
         """True when nothing is left to send. Over HTTP the events of one job that wait together
         (a job's SPOOLED and how it ended) go in one request, as a list, while the server takes
-        lists."""
+        lists. The outbox is not read when nothing was queued since every report was answered
+        (a device's work loop flushes at every wakeup, a pushed assignment's included)."""
+        if self._settled_at == self.journal.reports_queued and not self._in_flight:
+            return True
         if self.pipelined:
             return await self._flush_pipelined(endpoints)
         async with self._lock:
-            while reports := await self.journal.pending(p.EVENTS_PER_REQUEST):
+            while True:
+                queued = self.journal.reports_queued
+                reports = await self.journal.pending(p.EVENTS_PER_REQUEST)
+                if not reports:
+                    self._settled_at = queued
+                    return True
                 together = self._together(reports)
                 if together > 1:
                     sent = await self._send_list(endpoints, reports[:together])
@@ -89,7 +101,6 @@ class Reporter:
                     sent = await self._send(endpoints, reports[0])
                 if not sent:
                     return False
-            return True
 
     def _together(self, reports: list[j.Report]) -> int:
         """How many reports from the first on are events of one job (one path), sent in one
@@ -164,10 +175,12 @@ class Reporter:
                         self._in_flight[report.seq] = task
                     waiting.append(task)
             if not waiting:
+                self._settled_at = queued
                 return True
             if not all(await asyncio.gather(*waiting)):
                 return False
             if len(reports) < PIPELINE_DEPTH and self.journal.reports_queued == queued:
+                self._settled_at = queued
                 return True  # all were read and answered, and none was queued since the read
 
     async def _deliver(self, endpoints: Endpoints, report: j.Report) -> bool:
@@ -285,8 +298,20 @@ class JobRunner:
         self.reporter = reporter
         self.spooler = spooler
         self.follow_timeout = follow_timeout
+        #: Whether a job may wait in the journal as RECEIVED for :meth:`resume_received`: from
+        #: the start (a job left by the last run), and after any job not handled to DONE.
+        self.may_hold_received = True
 
     async def handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
+        handled = RETRY_LATER
+        try:
+            handled = await self._handle(endpoints, assignment)
+        finally:
+            if handled != DONE:
+                self.may_hold_received = True
+        return handled
+
+    async def _handle(self, endpoints: Endpoints, assignment: Assignment) -> str:
         a = assignment
         # A document that came inline is checked as a download is; one that matches is received
         # with the record, in one commit.
@@ -363,16 +388,25 @@ class JobRunner:
 
         Once RECEIVED, the server no longer hands the job out, so the claim loop would never
         bring it back. False when one could not be finished now (its download or a report
-        failed): the caller tries again later, since nothing else will.
+        failed): the caller tries again later, since nothing else will. The journal is not read
+        when no job can be waiting (:attr:`may_hold_received`).
         """
-        for entry in await self.journal.jobs_in(j.RECEIVED):
-            if await self.journal.has_pending(entry.job_id) or await self.journal.received_refused(
-                entry.job_id
-            ):
-                continue
-            body = await self.journal.assignment(entry.job_id)
-            if body and await self.handle(endpoints, Assignment.from_body(body)) != DONE:
-                return False
+        if not self.may_hold_received:
+            return True
+        self.may_hold_received = False  # until a job is found waiting, or handled but not DONE
+        try:
+            journal = self.journal
+            for entry in await journal.jobs_in(j.RECEIVED):
+                job_id = entry.job_id
+                if await journal.has_pending(job_id) or await journal.received_refused(job_id):
+                    self.may_hold_received = True  # its answer is still to come (or never ours)
+                    continue
+                body = await journal.assignment(job_id)
+                if body and await self.handle(endpoints, Assignment.from_body(body)) != DONE:
+                    return False
+        except BaseException:
+            self.may_hold_received = True
+            raise
         return True
 
     async def reconcile(

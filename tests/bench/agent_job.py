@@ -1,8 +1,9 @@
 """What the agent spends on one pushed job, in its own process: an assignment whose document came
-inline, taken by ``JobRunner.handle`` (its journal on this machine's disk: three commits with an
-fsync), the null printer, the reports sent on a socket whose server answers at once, to the job's
-last acknowledgement. No node, no network: the agent's own share of a job, which the end-to-end
-benchmark reads only beside every other process of the run.
+inline, taken as the device's work loop takes it at the assignment's wakeup (the outbox flushed,
+the jobs put aside resumed, then ``JobRunner.handle``), its journal on this machine's disk (three
+commits with an fsync), the null printer, the reports sent on a socket whose server answers at
+once, to the job's last acknowledgement. No node, no network: the agent's own share of a job,
+which the end-to-end benchmark reads only beside every other process of the run.
 
 :func:`pushed_job` is one way of ``tests.bench.handoff`` (``agent_job``, CPU per job). Run alone:
 
@@ -72,6 +73,10 @@ def pushed_job(journal):
 
     async def run() -> None:
         body = {"job_id": str(uuid.uuid4()), "claim_id": str(uuid.uuid4()), **inline}
+        # What the device's work loop does at the assignment's wakeup before it handles it
+        # (``WorkLoop._work``): the outbox flushed, the jobs put aside resumed.
+        assert await runner.reporter.flush(endpoints)
+        assert await runner.resume_received(endpoints)
         assert await runner.handle(endpoints, Assignment.from_body(body)) == DONE
 
     return run

@@ -6,16 +6,18 @@ import asyncio
 import base64
 import hashlib
 import json
+import sqlite3
 import uuid
 
 import httpx
 import pytest
 
+from qprint.agent import journal as j
 from qprint.agent import protocol as p
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi, OperationUnavailable, SocketOperations
 from qprint.agent.spoolers import NullSpooler, Outcome
-from qprint.agent.worker import DONE, Assignment, JobRunner, Reporter
+from qprint.agent.worker import DONE, RETRY_LATER, Assignment, JobRunner, Reporter
 from tests.waiting import eventually
 
 ENDPOINTS = p.Endpoints.from_url("http://node.test/qprint/")
@@ -239,6 +241,129 @@ async def test_a_pushed_job_awaits_its_journal_thread_five_times(tmp_path, monke
         "remember_claim", "pending", "acknowledge, queued",
         "submitting", "spooled", "pending", "acknowledge, queued", "acknowledge, queued",
     ]  # fmt: skip
+
+
+def counted_journal_calls(monkeypatch) -> list[str]:
+    """The journal calls awaited from now on (each a hand-off to the journal's thread)."""
+    calls: list[str] = []
+    run = AsyncJournal._run
+
+    async def counted(self, fn, *args, **kwargs):
+        calls.append(fn.__name__)
+        return await run(self, fn, *args, **kwargs)
+
+    monkeypatch.setattr(AsyncJournal, "_run", counted)
+    return calls
+
+
+async def test_a_wakeup_with_nothing_to_send_or_to_resume_reads_no_journal(tmp_path, monkeypatch):
+    """A device's work loop flushes the outbox and looks for jobs put aside at every wakeup, a
+    pushed assignment's included, before it handles the job. The first time it reads both from
+    the journal (what the last run left); once every report was answered and every job handled
+    to the end, and nothing was queued since, neither reads; a report queued since is read and
+    sent."""
+    calls = counted_journal_calls(monkeypatch)
+    sent: list[str] = []
+
+    def answer(frame):
+        sent.append(frame["event_type"])
+        return recorded(frame)
+
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    runner = socket_runner(journal, NullSpooler(), answer)
+    try:
+        assert await runner.reporter.flush(ENDPOINTS)
+        assert await runner.resume_received(ENDPOINTS)
+        assert calls == ["pending", "jobs_in"]
+        assert await runner.handle(ENDPOINTS, inline_assignment(b"%PDF-1.4 first")) == DONE
+        calls.clear()
+        assert await runner.reporter.flush(ENDPOINTS)
+        assert await runner.resume_received(ENDPOINTS)
+        assert calls == []
+        job_id = str(uuid.uuid4())
+        await journal.remember_claim(job_id, str(uuid.uuid4()))
+        await journal.advance(job_id, "RECEIVED", event="RECEIVED")
+        calls.clear()
+        assert await runner.reporter.flush(ENDPOINTS)
+        assert calls[0] == "pending" and sent[-1] == "RECEIVED"
+        assert not await journal.has_pending()
+    finally:
+        await journal.close()
+
+
+async def test_a_job_put_aside_is_resumed_once_its_received_is_answered(tmp_path):
+    """A job whose RECEIVED the server could not answer yet (503) waits in the journal as
+    RECEIVED; once a later flush has it answered, the next look for jobs put aside downloads
+    its document again (the journal keeps no inline document) and prints it."""
+    unavailable = [True]
+    spooler = CountingSpooler()
+    document = b"%PDF-1.4 put aside"
+
+    def answer(frame):
+        if unavailable[0]:
+            return {"type": "refused", "request_id": frame["request_id"], "status": 503,
+                    "error": "unavailable", "message": "try again"}  # fmt: skip
+        return recorded(frame)
+
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    ops, _ = reporting_socket(answer)
+    http = httpx.AsyncClient(
+        transport=httpx.MockTransport(lambda r: httpx.Response(200, content=document))
+    )
+    runner = JobRunner(
+        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
+    )
+    assignment = inline_assignment(document)
+    try:
+        assert await runner.resume_received(ENDPOINTS)  # nothing left by a last run
+        assert await runner.handle(ENDPOINTS, assignment) == RETRY_LATER
+        assert (await journal.job(assignment.job_id)).state == "RECEIVED"
+        assert spooler.submitted == []
+        unavailable[0] = False
+        assert await runner.reporter.flush(ENDPOINTS)
+        assert await runner.resume_received(ENDPOINTS)
+        assert spooler.submitted == [assignment.job_id]
+        assert (await journal.job(assignment.job_id)).state == "PRINTED"
+    finally:
+        await journal.close()
+        await http.aclose()
+
+
+async def test_a_report_whose_acknowledgement_failed_is_sent_again(tmp_path, monkeypatch):
+    """An answered report whose acknowledgement the journal could not write is still in the
+    outbox: the next flush reads it and sends it again (the server answers the replay)."""
+    sent: list[str] = []
+
+    def answer(frame):
+        sent.append(frame["event_type"])
+        return recorded(frame)
+
+    failing = [True]
+    transaction = j.Journal._tx
+
+    def failing_once(self, durable=True):
+        """The next write without an fsync fails: the acknowledgement's."""
+        if not durable and failing:
+            failing.clear()
+            raise sqlite3.OperationalError("disk I/O error")
+        return transaction(self, durable)
+
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    ops, _ = reporting_socket(answer)
+    http = http_client([])
+    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
+    job_id = str(uuid.uuid4())
+    try:
+        await journal.remember_claim(job_id, str(uuid.uuid4()))
+        await journal.advance(job_id, "RECEIVED", event="RECEIVED")
+        monkeypatch.setattr(j.Journal, "_tx", failing_once)
+        assert await reporter.flush(ENDPOINTS)
+        assert await journal.has_pending()  # after the failed acknowledgement, on the thread
+        assert await reporter.flush(ENDPOINTS)
+        assert sent == ["RECEIVED", "RECEIVED"] and not failing
+        assert not await journal.has_pending()
+    finally:
+        await journal.close()
 
 
 @pytest.mark.parametrize("error", ["stale_claim", "job_cancelled"])
