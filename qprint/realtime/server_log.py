@@ -11,9 +11,9 @@ logs it.
 
 autobahn, under Daphne's socket, copies its factory's options onto each new connection and
 pretty-prints all of them for a debug line, whether or not that line is written: measured with and
-without, a sixth of a node's CPU per connect (docs/PERFORMANCE.md, "autobahn's options line"). Where the protocol's logger drops debug lines, the options are copied
-here, and autobahn's copy finds nothing left to copy or print; with debug logging on, autobahn
-does both itself, as before.
+without, a sixth of a node's CPU per connect (docs/PERFORMANCE.md, "autobahn's options line").
+Where the protocol's logger drops debug lines, the options are copied here, and autobahn's copy
+finds nothing left to copy or print; with debug logging on, autobahn does both itself, as before.
 """
 
 from __future__ import annotations
