@@ -17,10 +17,10 @@ class QPrintConfig(AppConfig):
         from qprint.realtime import bus, publisher, server_log
         from qprint.views import web_server
 
-        # A refused socket upgrade is one log line, not Daphne's traceback; autobahn's debug
-        # line of a connection's options is built only when it is written.
+        # A refused socket upgrade is one log line, not Daphne's traceback.
         server_log.install()
-        # Daphne's requests skip Twisted's parsing of form bodies, which Daphne never reads.
+        # Daphne's requests skip Twisted's parsing of form bodies, which Daphne never reads, and
+        # autobahn's debug line of a connection's options is built only when it is written.
         web_server.install()
 
         # Wakeups leave through the process's bounded publisher (shared with the notices).

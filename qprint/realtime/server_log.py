@@ -8,21 +8,11 @@ node is draining, the database did not answer, the client is throttled) and has 
 without a route (``No route found for path``: the agent's ``--url`` is not the mount of
 ``qprint.urls``) becomes one ``socket_no_route`` line. Every other exception is logged as Daphne
 logs it.
-
-autobahn, under Daphne's socket, copies its factory's options onto each new connection and
-pretty-prints all of them for a debug line, whether or not that line is written: measured with and
-without, a sixth of a node's CPU per connect (docs/PERFORMANCE.md, "autobahn's options line").
-Where the protocol's logger drops debug lines, the options are copied here, and autobahn's copy
-finds nothing left to copy or print; with debug logging on, autobahn does both itself, as before.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import sys
-
-from txaio.interfaces import log_levels
 
 from qprint.realtime.consumer import UpgradeFailed
 
@@ -47,50 +37,7 @@ class RefusedUpgradeFilter(logging.Filter):
 
 
 def install() -> None:
-    """Add the filter to Daphne's logger once (in every process: harmless where Daphne is not),
-    and build autobahn's options line only when it is written (in a process running Daphne)."""
+    """Add the filter to Daphne's logger once (in every process: harmless where Daphne is not)."""
     logger = logging.getLogger(DAPHNE_LOGGER)
     if not any(isinstance(f, RefusedUpgradeFilter) for f in logger.filters):
         logger.addFilter(RefusedUpgradeFilter())
-    options_line_when_written()
-
-
-#: Set on Daphne's protocol class once :func:`options_line_when_written` changed it.
-_MARK = "_qprint_options_line_when_written"
-
-
-def writes_debug(log: object) -> bool:
-    """Whether a txaio logger writes debug lines; True when it cannot tell (a logger of another
-    kind keeps autobahn's own way)."""
-    level = getattr(log, "_log_level", None)
-    return level not in log_levels or log_levels.index(level) >= log_levels.index("debug")
-
-
-def options_line_when_written() -> bool:
-    """Wrap the connection set-up of Daphne's WebSocket protocol so that, while its logger drops
-    debug lines, the factory's options are copied without the line that prints them. True when
-    the wrap is in place (now or already), False when Daphne's socket is not loaded or autobahn
-    has no such set-up."""
-    module = sys.modules.get("daphne.ws_protocol")
-    if module is None:
-        return False
-    protocol = module.WebSocketProtocol
-    if getattr(protocol, _MARK, False):
-        return True
-    if not hasattr(protocol, "_connectionMade") or not hasattr(protocol, "CONFIG_ATTRS"):
-        return False
-    original = protocol._connectionMade
-
-    @functools.wraps(original)
-    def _connectionMade(self) -> None:
-        if not writes_debug(self.log):
-            # autobahn's copy: an option set on the connection stays, the rest is the factory's.
-            for name in self.CONFIG_ATTRS:
-                if not hasattr(self, name):
-                    setattr(self, name, getattr(self.factory, name))
-            self.CONFIG_ATTRS = ()  # autobahn's loop then copies and prints nothing
-        original(self)
-
-    protocol._connectionMade = _connectionMade
-    setattr(protocol, _MARK, True)
-    return True

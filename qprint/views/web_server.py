@@ -1,21 +1,28 @@
-"""Daphne's HTTP requests without Twisted's form parsing.
+"""What qprint changes in the web server it runs under (Daphne, on Twisted and autobahn), in a
+process that runs Daphne; each change is made once, and only where the installed version has
+what it relies on.
 
-Daphne builds each HTTP request on Twisted's ``http.Request``, which, for every POST with a body
-and a ``Content-Type``, parses that header with the standard library's ``email`` package and, for
-a form (``multipart/form-data``, ``application/x-www-form-urlencoded``), the whole body into
-``request.args``, on the reactor's thread, before the application is called. Daphne never reads
-``args``: it hands the body to the ASGI application as it came. What that parsing costs
-(docs/PERFORMANCE.md, "Twisted's form parsing"): about 0.1 ms of the event loop per POST (4 % of a
-node's samples in the pushed flood, where a job is one POST), and, for a multipart submission,
-the whole body parsed a second time, 0.2 s of a blocked event loop for 10 MiB, before qprint's
-own upload handler applies its size limit. A multipart body that the ``email`` parser cannot
-read was answered by Twisted itself, an HTML 400 and a closed connection, and never reached
-qprint's JSON errors.
+**Twisted's form parsing, off.** Daphne builds each HTTP request on Twisted's ``http.Request``,
+which, for every POST with a body and a ``Content-Type``, parses that header with the standard
+library's ``email`` package and, for a form (``multipart/form-data``,
+``application/x-www-form-urlencoded``), the whole body into ``request.args``, on the reactor's
+thread, before the application is called. Daphne never reads ``args``: it hands the body to the
+ASGI application as it came. What that parsing costs (docs/PERFORMANCE.md, "Twisted's form
+parsing"): about 0.1 ms of the event loop per POST (4 % of a node's samples in the pushed flood,
+where a job is one POST), and, for a multipart submission, the whole body parsed a second time,
+0.2 s of a blocked event loop for 10 MiB, before qprint's own upload handler applies its size
+limit. A multipart body that the ``email`` parser cannot read was answered by Twisted itself, an
+HTML 400 and a closed connection, and never reached qprint's JSON errors. Twisted's ``Request``
+takes ``parsePOSTFormSubmission=False`` for this; Daphne does not pass it:
+:func:`form_parsing_off` makes it the default of Daphne's ``WebRequest``.
 
-Twisted's ``Request`` takes ``parsePOSTFormSubmission=False`` for this; Daphne does not pass it.
-:func:`install` makes it the default of Daphne's ``WebRequest`` in a process that runs Daphne (a
-process where Daphne's HTTP module is not loaded is left alone), when the installed Twisted has
-the parameter.
+**autobahn's options line, built only when written.** autobahn, under Daphne's socket, copies
+its factory's options onto each new connection and pretty-prints all of them for a debug line,
+whether or not that line is written: measured with and without, a sixth of a node's CPU per
+connect (docs/PERFORMANCE.md, "autobahn's options line"). :func:`options_line_when_written`
+wraps that set-up on Daphne's protocol: where the connection's logger drops debug lines, the
+options are copied here, and autobahn's copy finds nothing left to copy or print; with debug
+logging on, autobahn does both itself, as before.
 """
 
 from __future__ import annotations
@@ -23,20 +30,42 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+from collections.abc import Callable
 
-#: Set on Daphne's request class once :func:`install` changed it.
-_MARK = "_qprint_form_parsing_off"
+from txaio.interfaces import log_levels
 
 
-def install() -> bool:
-    """Turn Twisted's form parsing off for Daphne's requests; True when it is off (now or
-    already), False when Daphne is not loaded or Twisted has no such switch."""
-    module = sys.modules.get("daphne.http_protocol")
+def install() -> None:
+    """Both changes, in a process that runs Daphne (elsewhere nothing is changed)."""
+    form_parsing_off()
+    options_line_when_written()
+
+
+def _change_once(module_name: str, class_name: str, change: Callable[[type], bool]) -> bool:
+    """Apply ``change`` to the class ``class_name`` of ``module_name`` once, when that module is
+    loaded (Daphne runs in this process). True when the change is in place (now or already),
+    False when the module is not loaded or ``change`` found nothing to change (it says so by
+    returning False)."""
+    module = sys.modules.get(module_name)
     if module is None:
         return False
-    request = module.WebRequest
-    if getattr(request, _MARK, False):
+    cls = getattr(module, class_name)
+    mark = f"_qprint_{change.__name__}"
+    if getattr(cls, mark, False):
         return True
+    if not change(cls):
+        return False
+    setattr(cls, mark, True)
+    return True
+
+
+def form_parsing_off() -> bool:
+    """Turn Twisted's form parsing off for Daphne's requests; True when it is off (now or
+    already), False when Daphne is not loaded or Twisted has no such switch."""
+    return _change_once("daphne.http_protocol", "WebRequest", _without_form_parsing)
+
+
+def _without_form_parsing(request: type) -> bool:
     from twisted.web import http
 
     if "parsePOSTFormSubmission" not in inspect.signature(http.Request.__init__).parameters:
@@ -49,5 +78,38 @@ def install() -> bool:
         original(self, *args, **kwargs)
 
     request.__init__ = __init__
-    setattr(request, _MARK, True)
+    return True
+
+
+def writes_debug(log: object) -> bool:
+    """Whether a txaio logger writes debug lines; True when it cannot tell (a logger of another
+    kind keeps autobahn's own way)."""
+    level = getattr(log, "_log_level", None)
+    return level not in log_levels or log_levels.index(level) >= log_levels.index("debug")
+
+
+def options_line_when_written() -> bool:
+    """Wrap the connection set-up of Daphne's WebSocket protocol so that, while its logger drops
+    debug lines, the factory's options are copied without the line that prints them. True when
+    the wrap is in place (now or already), False when Daphne's socket is not loaded or autobahn
+    has no such set-up."""
+    return _change_once("daphne.ws_protocol", "WebSocketProtocol", _options_copied_quietly)
+
+
+def _options_copied_quietly(protocol: type) -> bool:
+    if not hasattr(protocol, "_connectionMade") or not hasattr(protocol, "CONFIG_ATTRS"):
+        return False
+    original = protocol._connectionMade
+
+    @functools.wraps(original)
+    def _connectionMade(self) -> None:
+        if not writes_debug(self.log):
+            # autobahn's copy: an option set on the connection stays, the rest is the factory's.
+            for name in self.CONFIG_ATTRS:
+                if not hasattr(self, name):
+                    setattr(self, name, getattr(self.factory, name))
+            self.CONFIG_ATTRS = ()  # autobahn's loop then copies and prints nothing
+        original(self)
+
+    protocol._connectionMade = _connectionMade
     return True

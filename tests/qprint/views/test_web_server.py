@@ -1,5 +1,6 @@
-"""autobahn's options line under Daphne's socket (``qprint.realtime.server_log``): built only when
-written, and every option still reaches the connection."""
+"""What qprint changes in Daphne's stack (``qprint.views.web_server``): each change made once;
+autobahn's options line under the socket built only when written, every option still reaching
+the connection. (Twisted's form parsing, off: ``test_http_uploads.py``, through a real node.)"""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from autobahn.twisted.websocket import WebSocketServerFactory
 from autobahn.websocket import protocol as autobahn_protocol
 from twisted.logger import formatEvent
 
-from qprint.realtime import server_log
+from qprint.views import web_server
 
 
 @pytest.fixture
@@ -41,15 +42,22 @@ def connection(log=None):
     return socket, factory
 
 
-def test_installed_where_daphne_runs():
-    assert server_log.options_line_when_written() is True
-    assert server_log.options_line_when_written() is True  # once
+def test_each_change_is_made_once_where_daphne_runs():
+    from daphne.http_protocol import WebRequest
+    from daphne.ws_protocol import WebSocketProtocol
+
+    web_server.install()
+    changed = WebRequest.__init__, WebSocketProtocol._connectionMade
+    assert all(hasattr(function, "__wrapped__") for function in changed)
+    assert web_server.form_parsing_off() is True
+    assert web_server.options_line_when_written() is True
+    assert (WebRequest.__init__, WebSocketProtocol._connectionMade) == changed  # not wrapped again
 
 
 def test_without_debug_logging_the_options_are_copied_and_not_printed(printed):
-    server_log.options_line_when_written()
+    web_server.options_line_when_written()
     socket, factory = connection()
-    assert not server_log.writes_debug(socket.log)
+    assert not web_server.writes_debug(socket.log)
     assert not any(printed), printed  # autobahn's loop found nothing left to print
     assert socket.autoPingInterval == 7
     assert socket.openHandshakeTimeout == 3
@@ -59,10 +67,10 @@ def test_without_debug_logging_the_options_are_copied_and_not_printed(printed):
 
 
 def test_with_debug_logging_autobahn_writes_every_option():
-    server_log.options_line_when_written()
+    web_server.options_line_when_written()
     lines = []
     socket, factory = connection(txaio.make_logger("debug", observer=lines.append))
-    assert server_log.writes_debug(socket.log)
+    assert web_server.writes_debug(socket.log)
     (written,) = [formatEvent(event) for event in lines if "attrs" in event]
     for name in type(socket).CONFIG_ATTRS:
         assert f"'{name}'" in written, name
@@ -73,4 +81,4 @@ def test_with_debug_logging_autobahn_writes_every_option():
 
 
 def test_a_logger_of_another_kind_keeps_autobahns_way():
-    assert server_log.writes_debug(object())
+    assert web_server.writes_debug(object())
