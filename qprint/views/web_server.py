@@ -32,7 +32,8 @@ import inspect
 import sys
 from collections.abc import Callable
 
-from txaio.interfaces import log_levels
+#: The levels of autobahn's (txaio's) loggers that drop debug lines.
+QUIET_LEVELS = frozenset({"none", "critical", "error", "warn", "info"})
 
 
 def install() -> None:
@@ -82,10 +83,9 @@ def _without_form_parsing(request: type) -> bool:
 
 
 def writes_debug(log: object) -> bool:
-    """Whether a txaio logger writes debug lines; True when it cannot tell (a logger of another
-    kind keeps autobahn's own way)."""
-    level = getattr(log, "_log_level", None)
-    return level not in log_levels or log_levels.index(level) >= log_levels.index("debug")
+    """Whether a txaio logger (autobahn's) writes debug lines; True when it cannot tell (a logger
+    of another kind keeps autobahn's own way)."""
+    return getattr(log, "_log_level", None) not in QUIET_LEVELS
 
 
 def options_line_when_written() -> bool:

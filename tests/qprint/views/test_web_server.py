@@ -82,3 +82,9 @@ def test_with_debug_logging_autobahn_writes_every_option():
 
 def test_a_logger_of_another_kind_keeps_autobahns_way():
     assert web_server.writes_debug(object())
+
+
+@pytest.mark.parametrize("level", txaio.interfaces.log_levels)
+def test_a_logger_writes_debug_lines_at_debug_and_trace_only(level):
+    log = txaio.make_logger(level)
+    assert web_server.writes_debug(log) == (level in ("debug", "trace"))
