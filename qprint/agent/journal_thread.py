@@ -21,13 +21,25 @@ import functools
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from qprint.agent import journal as j
 from qprint.core.handoff import Workers
 
 logger = logging.getLogger("qprint.agent")
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class OutboxRead:
+    """The outbox's first unacknowledged reports, read on the journal's thread right after a
+    write (:meth:`AsyncJournal.written_then_read`), and :attr:`Journal.reports_queued` then."""
+
+    queued: int
+    reports: list[j.Report]
 
 
 class AsyncJournal:
@@ -97,6 +109,21 @@ class AsyncJournal:
 
     async def pending(self, limit: int = 100) -> list[j.Report]:
         return await self._run(self._journal.pending, limit)
+
+    async def written_then_read(
+        self, write: Callable[..., T], limit: int, *args: Any, **kwargs: Any
+    ) -> tuple[T, OutboxRead]:
+        """``write`` (a :class:`Journal` method, unbound) with ``args``, then a read of the
+        outbox's first ``limit`` reports, in one call on the journal's thread: one hand-off where
+        a write and the flush's read after it would make two."""
+        journal = self._journal
+
+        def call() -> tuple[T, OutboxRead]:
+            result = write(journal, *args, **kwargs)
+            return result, OutboxRead(journal.reports_queued, journal.pending(limit))
+
+        call.__name__ = f"{write.__name__}, then pending"
+        return await self._run(call)
 
     async def has_pending(self, job_id: str | None = None) -> bool:
         return await self._run(self._journal.has_pending, job_id)

@@ -10,14 +10,15 @@ reconnects.
 import asyncio
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 
 from qprint.agent import journal as j
 from qprint.agent import protocol as p
-from qprint.agent.journal_thread import AsyncJournal
+from qprint.agent.journal_thread import AsyncJournal, OutboxRead
 from qprint.agent.operations import DeviceApi
 from qprint.agent.protocol import Endpoints, uuid_text
 from qprint.agent.spoolers import (
@@ -31,6 +32,8 @@ from qprint.agent.spoolers import (
 from qprint.core import wire
 
 logger = logging.getLogger("qprint.agent")
+
+T = TypeVar("T")
 
 # Claim answers that mean "the gate is not open yet" right after (re)connecting: the server may
 # not have processed our ``state`` frame. Retried a few times, then left to the next wakeup.
@@ -77,6 +80,32 @@ class Reporter:
         #: read of the outbox found every report in it answered: while the count is the same and
         #: nothing is in flight, there is nothing to send, and a flush reads nothing.
         self._settled_at: int | None = None
+        #: Acknowledgements made so far (each takes a report out of what the outbox holds).
+        self._acknowledged = 0
+        #: The outbox read with the last :meth:`write`, and :attr:`_acknowledged` before it: the
+        #: next flush's read while nothing was queued or acknowledged since.
+        self._kept: tuple[int, OutboxRead] | None = None
+
+    async def write(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A journal write (a :class:`~qprint.agent.journal.Journal` method, unbound) that queues
+        reports, with the outbox read that the flush after it needs, in the same hand-off to the
+        journal's thread."""
+        acknowledged = self._acknowledged
+        result, read = await self.journal.written_then_read(write, PIPELINE_DEPTH, *args, **kwargs)
+        self._kept = (acknowledged, read)
+        return result
+
+    async def _pending(self, limit: int) -> tuple[int, list[j.Report]]:
+        """The outbox's first ``limit`` reports, with the count of queued reports as of the read:
+        the read made with the last :meth:`write` while nothing was queued or acknowledged since
+        (it is what a read now would find), else a read now."""
+        kept, self._kept = self._kept, None
+        if kept is not None:
+            acknowledged, read = kept
+            if acknowledged == self._acknowledged and read.queued == self.journal.reports_queued:
+                return read.queued, read.reports[:limit]
+        queued = self.journal.reports_queued
+        return queued, await self.journal.pending(limit)
 
     async def flush(self, endpoints: Endpoints) -> bool:
         """True when nothing is left to send. Over HTTP the events of one job that wait together
@@ -89,8 +118,7 @@ class Reporter:
             return await self._flush_pipelined(endpoints)
         async with self._lock:
             while True:
-                queued = self.journal.reports_queued
-                reports = await self.journal.pending(p.EVENTS_PER_REQUEST)
+                queued, reports = await self._pending(p.EVENTS_PER_REQUEST)
                 if not reports:
                     self._settled_at = queued
                     return True
@@ -165,8 +193,7 @@ class Reporter:
         it is sent."""
         while True:
             async with self._lock:
-                queued = self.journal.reports_queued
-                reports = await self.journal.pending(PIPELINE_DEPTH)
+                queued, reports = await self._pending(PIPELINE_DEPTH)
                 waiting = []
                 for report in reports:
                     task = self._in_flight.get(report.seq)
@@ -205,6 +232,10 @@ class Reporter:
         code = error_code(response) if status >= 400 else ""
         return await self._settle(report, status, code)
 
+    def _acknowledge(self, report: j.Report, outcome: str) -> None:
+        self._acknowledged += 1
+        self.journal.acknowledge(report.seq, outcome)
+
     def _deferred(self, report: j.Report, why: str) -> None:
         logger.info("report_deferred device=%s key=%s %s", self.device, report.key, why)
 
@@ -212,12 +243,12 @@ class Reporter:
         """Acknowledge ``report`` by the server's answer (``status``, the error ``code``), or
         leave it for the next flush (False): as the class says."""
         if status in (200, 201):
-            self.journal.acknowledge(report.seq, "ok")
+            self._acknowledge(report, "ok")
             return True
         if _retried(status):
             self._deferred(report, f"status={status}")
             return False
-        self.journal.acknowledge(report.seq, f"{status}:{code}")
+        self._acknowledge(report, f"{status}:{code}")
         logger.warning(
             "report_rejected device=%s key=%s job=%s type=%s status=%s error=%s",
             self.device,
@@ -318,8 +349,8 @@ class JobRunner:
         checked = None if a.inline is None else _mismatch(a, a.inline)
         inline = a.inline is not None and checked is None
         # Recorded, or the entry of a job already known (a replay changes nothing).
-        entry = await self.journal.remember_claim(
-            a.job_id, a.claim_id, a.title, a.body, received=inline
+        entry = await self.reporter.write(
+            j.Journal.remember_claim, a.job_id, a.claim_id, a.title, a.body, received=inline
         )
         if not entry.may_submit:
             # Submitted before (or final): never again. Tell the server what we know.
@@ -507,7 +538,7 @@ class JobRunner:
         # Submitting may have finished it: then SPOOLED and how it ended are journaled in one
         # commit, go out together (the caller's flush), and the server records them in one
         # transaction.
-        moved = await self.journal.spooled(a.job_id, ref, ended)
+        moved = await self.reporter.write(j.Journal.spooled, a.job_id, ref, ended)
         logger.info("job_spooled device=%s job=%s ref=%s", self.device, a.job_id, ref)
         if settled is not None:
             if moved:

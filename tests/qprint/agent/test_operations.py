@@ -213,36 +213,6 @@ async def handle_pushed(
     return assignment.job_id, spooler.submitted, state, outbox_empty
 
 
-async def test_a_pushed_job_awaits_its_journal_thread_five_times(tmp_path, monkeypatch):
-    """Each awaited journal call is a hand-off to the device's journal thread and back, a few per
-    job (docs/PERFORMANCE.md): a pushed job whose document came inline and whose printer finished
-    it as it took it awaits the record with RECEIVED, one read of the outbox, SUBMITTING, SPOOLED
-    with PRINTED and one read of the outbox; the server's three acknowledgements are queued on
-    the thread in their place, not awaited; no read of an outbox that nothing was queued to since
-    the last."""
-    calls: list[str] = []
-    run, acknowledge = AsyncJournal._run, AsyncJournal.acknowledge
-
-    async def counted(self, fn, *args, **kwargs):
-        calls.append(fn.__name__)
-        return await run(self, fn, *args, **kwargs)
-
-    def queued(self, seq, outcome):
-        calls.append("acknowledge, queued")
-        acknowledge(self, seq, outcome)
-
-    monkeypatch.setattr(AsyncJournal, "_run", counted)
-    monkeypatch.setattr(AsyncJournal, "acknowledge", queued)
-    job_id, submitted, state, outbox_empty = await handle_pushed(
-        tmp_path, recorded, b"%PDF-1.4 pushed"
-    )
-    assert submitted == [job_id] and state == "PRINTED" and outbox_empty
-    assert calls[: calls.index("job")] == [
-        "remember_claim", "pending", "acknowledge, queued",
-        "submitting", "spooled", "pending", "acknowledge, queued", "acknowledge, queued",
-    ]  # fmt: skip
-
-
 def counted_journal_calls(monkeypatch) -> list[str]:
     """The journal calls awaited from now on (each a hand-off to the journal's thread)."""
     calls: list[str] = []
@@ -254,6 +224,31 @@ def counted_journal_calls(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(AsyncJournal, "_run", counted)
     return calls
+
+
+async def test_a_pushed_job_awaits_its_journal_thread_three_times(tmp_path, monkeypatch):
+    """Each awaited journal call is a hand-off to the device's journal thread and back, a few per
+    job (docs/PERFORMANCE.md): a pushed job whose document came inline and whose printer finished
+    it as it took it awaits the record with RECEIVED (and the outbox's read for the flush that
+    sends it, in the same call), SUBMITTING, and SPOOLED with PRINTED (and the outbox's read);
+    the server's three acknowledgements are queued on the thread in their place, not awaited; no
+    read of an outbox that nothing was queued to since the last."""
+    calls = counted_journal_calls(monkeypatch)
+    acknowledge = AsyncJournal.acknowledge
+
+    def queued(self, seq, outcome):
+        calls.append("acknowledge, queued")
+        acknowledge(self, seq, outcome)
+
+    monkeypatch.setattr(AsyncJournal, "acknowledge", queued)
+    job_id, submitted, state, outbox_empty = await handle_pushed(
+        tmp_path, recorded, b"%PDF-1.4 pushed"
+    )
+    assert submitted == [job_id] and state == "PRINTED" and outbox_empty
+    assert calls[: calls.index("job")] == [
+        "remember_claim, then pending", "acknowledge, queued",
+        "submitting", "spooled, then pending", "acknowledge, queued", "acknowledge, queued",
+    ]  # fmt: skip
 
 
 async def test_a_wakeup_with_nothing_to_send_or_to_resume_reads_no_journal(tmp_path, monkeypatch):
@@ -331,7 +326,8 @@ async def test_a_job_put_aside_is_resumed_once_its_received_is_answered(tmp_path
 
 async def test_a_report_whose_acknowledgement_failed_is_sent_again(tmp_path, monkeypatch):
     """An answered report whose acknowledgement the journal could not write is still in the
-    outbox: the next flush reads it and sends it again (the server answers the replay)."""
+    outbox: it is sent again (the server answers the replay), by the flush that was waiting for
+    its answer when the failure came first, else by the next one."""
     sent: list[str] = []
 
     def answer(frame):
@@ -358,7 +354,7 @@ async def test_a_report_whose_acknowledgement_failed_is_sent_again(tmp_path, mon
         await journal.advance(job_id, "RECEIVED", event="RECEIVED")
         monkeypatch.setattr(j.Journal, "_tx", failing_once)
         assert await reporter.flush(ENDPOINTS)
-        assert await journal.has_pending()  # after the failed acknowledgement, on the thread
+        await journal.pending()  # the thread has run the acknowledgement (its calls keep order)
         assert await reporter.flush(ENDPOINTS)
         assert sent == ["RECEIVED", "RECEIVED"] and not failing
         assert not await journal.has_pending()
@@ -433,6 +429,39 @@ async def test_a_report_queued_while_a_flush_awaits_its_answers_goes_out_in_that
         flush = asyncio.ensure_future(reporter.flush(ENDPOINTS))
         await eventually(lambda: held, message="the first report on the wire")
         await journal.advance(second, "RECEIVED", event="RECEIVED")
+        ops.deliver(recorded(held[0]))
+        assert await asyncio.wait_for(flush, 10)
+        assert [frame["job_id"] for frame in sock.sent] == [first, second]
+        assert not await journal.has_pending()
+    finally:
+        await journal.close()
+
+
+async def test_an_outbox_read_kept_from_a_write_is_not_used_after_an_acknowledgement(tmp_path):
+    """A write that queues a report reads the outbox in the same call for the flush after it; a
+    flush uses that read only while nothing was queued or acknowledged since. Here the read was
+    made while another report waited for its answer: once that one is answered and acknowledged,
+    the flush reads the outbox again and does not send it a second time."""
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    held: list[dict] = []
+
+    def answer(frame):
+        if not held:  # the first report's answer waits for the test
+            held.append(frame)
+            return None
+        return recorded(frame)
+
+    ops, sock = reporting_socket(answer)
+    http = http_client([])
+    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
+    first, second = str(uuid.uuid4()), str(uuid.uuid4())
+    try:
+        for job_id in (first, second):
+            await journal.remember_claim(job_id, str(uuid.uuid4()))
+        await journal.advance(first, "RECEIVED", event="RECEIVED")
+        flush = asyncio.ensure_future(reporter.flush(ENDPOINTS))
+        await eventually(lambda: held, message="the first report on the wire")
+        await reporter.write(j.Journal.advance, second, "RECEIVED", event="RECEIVED")
         ops.deliver(recorded(held[0]))
         assert await asyncio.wait_for(flush, 10)
         assert [frame["job_id"] for frame in sock.sent] == [first, second]
