@@ -86,12 +86,12 @@ class Reporter:
         #: next flush's read while nothing was queued or acknowledged since.
         self._kept: tuple[int, OutboxRead] | None = None
 
-    async def write(self, write: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-        """A journal write (a :class:`~qprint.agent.journal.Journal` method, unbound) that queues
-        reports, with the outbox read that the flush after it needs, in the same hand-off to the
-        journal's thread."""
+    async def write(self, method: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """A journal write that queues reports (``method``, a
+        :class:`~qprint.agent.journal.Journal` method, unbound, called with ``args``), with the
+        outbox read that the flush after it needs, in the same hand-off to the journal's thread."""
         acknowledged = self._acknowledged
-        result, read = await self.journal.written_then_read(write, PIPELINE_DEPTH, *args, **kwargs)
+        result, read = await self.journal.written_then_read(method, PIPELINE_DEPTH, *args, **kwargs)
         self._kept = (acknowledged, read)
         return result
 
