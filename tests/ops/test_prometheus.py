@@ -120,19 +120,20 @@ class Prometheus:
         """
         last: dict[str, float | None] = {}
 
+        def holds(expr: str, check: Callable[[float], bool]) -> bool:
+            value = last.get(expr)
+            return value is not None and check(value)
+
         async def hold() -> bool:
             values = await asyncio.gather(*(self.query(expr) for expr, _ in conditions))
             last.update((expr, value) for (expr, _), value in zip(conditions, values, strict=True))
-            return all(
-                value is not None and check(value)
-                for (_, check), value in zip(conditions, values, strict=True)
-            )
+            return all(holds(expr, check) for expr, check in conditions)
 
         def waiting_for() -> str:
             pending = [
                 f"{expr} (last {last.get(expr)})"
                 for expr, check in conditions
-                if last.get(expr) is None or not check(last[expr])
+                if not holds(expr, check)
             ]
             return "; ".join(pending) + f"\n{self.process.log()[-3000:]}"
 
