@@ -31,7 +31,7 @@ class QPrintConfig(AppConfig):
             sockets_open=bus.open_sockets,
             bus_up=bus.bus_up,
             bus_outages=lambda: sum(b.outages for b in bus.all_buses()),
-            wake_queue_depth=installed.groups.queue.qsize,
+            wake_queue_depth=installed.groups.depth,
             wakeup_counters=lambda: installed.counters,
         )
         if cluster.installed():  # else qprint.E006 names what is missing

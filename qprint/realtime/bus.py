@@ -14,7 +14,9 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   Redis shard, and a publish holds it for a round trip; on their own instance, a connect burst's
   ``replaced`` messages do not hold back its subscriptions (:func:`publishing_layer`). A
   ``replaced`` reaches this process's sockets at once, and its copy through the layer is dropped
-  when it comes back, as a wakeup's is (below);
+  when it comes back, as a wakeup's is (below). While the bus runs, the wakeups and notices that
+  the process's database threads publish leave on this loop through that instance too
+  (:meth:`qprint.core.publisher.GroupPublisher.send_on`), not on the publisher's own thread;
 - the wakeups this process publishes for a device with a socket here, handed to that socket at
   once (:func:`deliver_ahead`) while they also go out through the layer (a newer socket of the
   device may be on another node); their copy through the layer, when it comes back here, is
@@ -57,6 +59,7 @@ from channels.layers import (
 )
 
 from qprint.core.conf import qprint_settings
+from qprint.core.publisher import cross_process_layer, process_publisher
 
 logger = logging.getLogger("qprint.bus")
 
@@ -335,10 +338,13 @@ class DeviceBus:
             self.loop.create_task(self._maintain_loop(), name="qprint-bus-maintain"),
             self.loop.create_task(self._lag_loop(), name="qprint-bus-lag"),
         ]
+        if cross_process_layer(self.publishing):
+            process_publisher().send_on(self.loop, self.publishing)
 
     async def stop(self) -> None:
         # A flag as well as cancel(): Python 3.11's wait_for() can swallow a cancellation.
         self._stopping = True
+        process_publisher().stop_sending_on(self.loop)
         for task in self._tasks:
             task.cancel()
         if self._tasks:

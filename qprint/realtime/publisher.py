@@ -4,8 +4,9 @@
 The committing request never waits for Redis: :meth:`ChannelLayerPublisher.publish` puts the
 wakeup for ``qprint.device.<pk>`` on the process's bounded publisher queue
 (:mod:`qprint.core.publisher`, ``QPRINT["WAKE_QUEUE_SIZE"]``), whose thread sends it with
-``group_send``. A full queue or a layer error drops the wakeup, counts it (``/metrics``) and logs
-it: the device's next heartbeat finds what the wakeup would have said (docs/REALTIME.md).
+``group_send`` (in a node whose device bus runs, the node's event loop sends it). A full queue
+or a layer error drops the wakeup, counts it (``/metrics``) and logs it: the device's next
+heartbeat finds what the wakeup would have said (docs/REALTIME.md).
 
 With the in-memory layer (one node) the wakeup is handed straight to this process's sockets. With
 a cross-process layer, a socket of the device in this process is handed it at once as well, ahead

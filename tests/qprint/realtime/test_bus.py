@@ -530,3 +530,54 @@ async def test_a_wakeup_for_a_socket_on_the_publishing_node_skips_the_round_trip
         finally:
             await stop_bus(device_bus, paused)
             bus_module._buses.pop(asyncio.get_running_loop(), None)
+
+
+@pytest.mark.services
+async def test_a_running_bus_sends_the_wakeups_of_its_process_on_its_own_loop(settings, services):
+    """In a node whose bus runs, a wakeup published after a commit (on a database thread) leaves
+    on the node's loop, through the bus's publishing layer, not through the publisher's own
+    thread: it is not kept waiting while that loop answers the request that committed. It still
+    reaches the other nodes; once the bus stops, wakeups go through the thread again."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    from qprint.core.publisher import process_publisher
+    from qprint.realtime.publisher import ChannelLayerPublisher
+
+    settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": services.redis_url}]},
+        }
+    }
+    loop = asyncio.get_running_loop()
+    device_bus = bus_module.current()
+    sent_here: list[int] = []
+    publish_on_layer = device_bus.publishing.group_send
+
+    async def group_send(group, message):
+        assert asyncio.get_running_loop() is loop
+        sent_here.append(message["device_id"])
+        await publish_on_layer(group, message)
+
+    device_bus.publishing.group_send = group_send
+    other_node = RedisPubSubChannelLayer(hosts=[{"address": services.redis_url}])
+    channel = await other_node.new_channel()
+    await other_node.group_add(bus_module.device_group(9), channel)
+    publisher = ChannelLayerPublisher(process_publisher())
+    try:
+        device_bus.attach(Socket(8))  # the bus runs from its first socket
+        await asyncio.to_thread(publisher.publish, "acme", 9, "job_queued")
+        message = await asyncio.wait_for(other_node.receive(channel), 10)
+        assert (message["device_id"], sent_here) == (9, [9])
+        await device_bus.stop()
+        await asyncio.to_thread(publisher.publish, "acme", 9, "job_queued")
+        message = await asyncio.wait_for(other_node.receive(channel), 10)
+        assert (message["device_id"], sent_here) == (9, [9])  # through the thread
+        await eventually(lambda: publisher.counters.published == 2, 5, message="both counted")
+    finally:
+        await device_bus.stop()
+        await device_bus.layer.flush()
+        await device_bus.publishing.flush()
+        await other_node.flush()
+        bus_module._buses.pop(loop, None)
