@@ -150,9 +150,7 @@ class GroupPublisher:
 
     def _start_on_loop(self, loop: asyncio.AbstractEventLoop, layer: Any, item: tuple) -> None:
         # The task is the layer's own send: its first step, the write to Redis, runs before the
-        # callbacks scheduled after this one, such as the answer to the request that committed.
-        # Measured in a node: with the send awaited inside a coroutine of this module, under a
-        # timeout's context, that answer went out first for about half the jobs.
+        # callbacks queued after this one, such as the answer to the request that committed.
         group, message, counters, on_drop = item
         task = loop.create_task(layer.group_send(group, message))
         timer = loop.call_later(SEND_TIMEOUT_SECONDS, task.cancel)
