@@ -73,3 +73,36 @@ def test_a_pushed_jobs_spans_and_its_round_trips(tmp_path):
     assert figures["answered"] == {"span_ms": 4.0, "jobs": 1}
     # The job is a warm-up flood's when the phase's jobs come after it: none is read.
     assert wire_timeline.timeline(wire_timeline.packets(str(capture)), PG, jobs=1, skip=1) == {}
+
+
+def test_how_soon_each_wakeup_left_after_its_commit(tmp_path):
+    """From the commit (the submission connection's last answer before the ``PUBLISH``) to the
+    ``PUBLISH``, and whether it went out before the 201; another connection's answer in between
+    is not the commit."""
+    capture = tmp_path / "lo.pcap"
+    other = 40005
+    _capture(capture, [
+        (0, CLIENT, NODE, b"POST /qprint/api/v1/jobs HTTP/1.1"),
+        (1, PG_CLIENT, PG, b"B select device"),
+        (2, PG, PG_CLIENT, b"1 row"),
+        (2.5, PG_CLIENT, PG, b"B insert"),
+        (3, PG, PG_CLIENT, b"2 created_at"),
+        (3.2, other, PG, b"B claim"),
+        (3.4, PG, other, b"2 row"),
+        (3.6, REDIS_CLIENT, REDIS, b"*3\r\n$7\r\nPUBLISH\r\n"),
+        (4, NODE, CLIENT, b"HTTP/1.1 201 Created\r\n\r\n{}"),
+        (200, CLIENT, NODE, b"POST /qprint/api/v1/jobs HTTP/1.1"),
+        (201, PG_CLIENT, PG, b"B insert"),
+        (202, PG, PG_CLIENT, b"2 created_at"),
+        (203, NODE, CLIENT, b"HTTP/1.1 201 Created\r\n\r\n{}"),
+        (204, REDIS_CLIENT, REDIS, b"*3\r\n$7\r\nPUBLISH\r\n"),
+    ])  # fmt: skip
+
+    figures = wire_timeline.wakeup(wire_timeline.packets(str(capture)), PG, jobs=2)
+
+    assert figures == {
+        "commit_to_publish_p50_ms": 1.3,
+        "commit_to_publish_p90_ms": 2.0,  # nearest rank: the larger of two
+        "published_before_the_201": 1,
+        "jobs": 2,
+    }

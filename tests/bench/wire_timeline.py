@@ -14,7 +14,8 @@ jobs before it. For each job, the moments its messages crossed the loopback: the
 submission's request and answer, the wakeup's ``PUBLISH``, the assignment frame (found by the
 job's id), the agent's frames and the node's answers; and, between each pair of those moments,
 how long PostgreSQL's round trips took (each query until its answer). The rest of a span is the
-Python of the node or of the agent that held the job then. Medians over the jobs, in ms.
+Python of the node or of the agent that held the job then. Medians over the jobs, in ms. Last,
+how soon each wakeup's ``PUBLISH`` followed its submission's commit (:func:`wakeup`).
 
 No dependency: the capture is read with the standard library (pcap, Ethernet, IPv4, TCP).
 """
@@ -22,6 +23,7 @@ No dependency: the capture is read with the standard library (pcap, Ethernet, IP
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import statistics
 import struct
@@ -151,6 +153,44 @@ def _marks(window: list[Packet], start: Packet, agents: set) -> dict[str, float]
     return marks
 
 
+def wakeup(packets: list[Packet], pg_port: int, jobs: int, skip: int = 0) -> dict[str, float]:
+    """How soon each submission's wakeup left for Redis: from its commit (the last answer of
+    PostgreSQL, before the wakeup's ``PUBLISH``, on the connection of the submission's first
+    query) to that ``PUBLISH``, p50 and p90 in ms, and in how many of the jobs it went out before
+    the submission's 201 (docs/PERFORMANCE.md, "The thirty-fourth step")."""
+    after_commit: list[float] = []
+    before_answer = 0
+    posts = [i for i, p in enumerate(packets) if p.data.startswith(b"POST /qprint/api/v1/jobs")]
+    for i in posts[skip : skip + jobs]:
+        start = packets[i]
+        client = (start.source, start.destination)
+        connection = commit = published = answered = None
+        for p in packets[i : i + 4000]:
+            if p.at - start.at >= 0.5:
+                break
+            if connection is None and p.destination == pg_port:
+                connection = p.source
+            elif published is None and p.source == pg_port and p.destination == connection:
+                commit = p.at
+            if published is None and b"PUBLISH" in p.data[:20]:
+                published = p.at
+            if answered is None and (p.destination, p.source) == client and b" 201 " in p.data[:20]:
+                answered = p.at
+        if commit is None or published is None or answered is None:
+            continue
+        after_commit.append((published - commit) * 1000)
+        before_answer += published < answered
+    if not after_commit:
+        return {}
+    ordered = sorted(after_commit)
+    return {
+        "commit_to_publish_p50_ms": round(statistics.median(ordered), 2),
+        "commit_to_publish_p90_ms": round(ordered[math.ceil(0.9 * len(ordered)) - 1], 2),
+        "published_before_the_201": before_answer,
+        "jobs": len(after_commit),
+    }
+
+
 def _database_ms(window: list[Packet], pg_port: int, since: float, until: float) -> float:
     """The time PostgreSQL's round trips took between two moments: from each query sent to the
     server until the next packet back on that connection."""
@@ -173,7 +213,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=100)
     parser.add_argument("--skip", type=int, default=0, help="submissions before the phase's")
     args = parser.parse_args()
-    figures = timeline(packets(args.capture), args.pg_port, args.jobs, args.skip)
+    captured = packets(args.capture)
+    figures = timeline(captured, args.pg_port, args.jobs, args.skip)
     total = sum(figures[name]["span_ms"] for name, _ in MOMENTS if name in figures)
     print(f"{'span':<20} {'ms':>7} {'PostgreSQL':>11}  what")
     for name, what in MOMENTS:
@@ -184,6 +225,13 @@ def main() -> None:
     if "answered" in figures:
         a = figures["answered"]
         print(f"submission's 201 after {a['span_ms']} ms (median of {a['jobs']} jobs)")
+    woken = wakeup(captured, args.pg_port, args.jobs, args.skip)
+    if woken:
+        print(
+            f"wakeup's PUBLISH after the commit: p50 {woken['commit_to_publish_p50_ms']} ms, "
+            f"p90 {woken['commit_to_publish_p90_ms']} ms; before the 201 in "
+            f"{woken['published_before_the_201']} of {woken['jobs']} jobs"
+        )
 
 
 if __name__ == "__main__":
