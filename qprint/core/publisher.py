@@ -13,10 +13,12 @@ the sender's poll, the waiting request's re-read find it).
 In a Daphne node whose device bus runs (:mod:`qprint.realtime.bus`), the bus hands this publisher
 its event loop and its publishing layer (:meth:`GroupPublisher.send_on`): a message sent from
 another thread is then scheduled on that loop instead, as many at a time as the queue would hold.
-The thread had to wait for the interpreter's lock while the loop answered the request that
-committed: a pushed job's wakeup left Redis-bound 1.4 ms after its commit (p50; p90 3 ms)
-instead of 0.6-0.7 (p90 1.1-1.2) on the loop (docs/PERFORMANCE.md, "The thirty-fourth step").
-When that loop stops, messages go to the thread again.
+The thread and the loop wait for the interpreter's lock while the committing thread
+finishes; the thread then raced the loop's answer to that request, and lost about half the time.
+On the loop, the message's send runs first: a pushed job's wakeup left for Redis 0.8-1.3 ms after
+its commit (p50; p90 1.4-2.3) instead of 1.3-2.1 (p90 2.6-4.0) in alternated runs
+(docs/PERFORMANCE.md, "The thirty-fourth step"). When that loop stops, messages go to the
+thread again.
 """
 
 from __future__ import annotations
