@@ -119,8 +119,8 @@ class GroupPublisher:
         return self.queue.qsize() + self.on_loop
 
     def send_on(self, loop: asyncio.AbstractEventLoop, layer: Any) -> None:
-        """Send through ``layer`` on ``loop`` (a running loop of this process, which keeps
-        running) from now on; a message sent from the loop's own thread is sent there too."""
+        """Send through ``layer`` on ``loop`` (a running loop of this process) from now on, until
+        it stops; a message sent from the loop's own thread is sent there too."""
         self._route = (loop, layer)
 
     def stop_sending_on(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -154,7 +154,12 @@ class GroupPublisher:
         # The task is the layer's own send: its first step, the write to Redis, runs before the
         # callbacks queued after this one, such as the answer to the request that committed.
         group, message, counters, on_drop = item
-        task = loop.create_task(layer.group_send(group, message))
+        try:
+            task = loop.create_task(layer.group_send(group, message))
+        except Exception as exc:  # a layer that cannot even start a send
+            self._left_loop()
+            _sent(counters, on_drop, exc)
+            return
         timer = loop.call_later(SEND_TIMEOUT_SECONDS, task.cancel)
         self._loop_tasks.add(task)
 

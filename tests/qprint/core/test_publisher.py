@@ -35,6 +35,14 @@ class RefusingLayer:
         raise ConnectionError("redis is down")
 
 
+class BrokenLayer:
+    """A layer whose send cannot even start (its connection settings are wrong)."""
+
+    @property
+    def group_send(self):
+        raise ValueError("no such host")
+
+
 @pytest.fixture
 def node_loop() -> Iterator[asyncio.AbstractEventLoop]:
     """An event loop running on a thread named ``node-loop`` (a Daphne node's)."""
@@ -86,14 +94,17 @@ def test_what_the_loop_has_yet_to_send_is_bounded_by_the_queue_size(node_loop):
     assert groups.flush(5) is True
 
 
-def test_a_send_the_layer_refuses_on_the_loop_is_counted_and_told(node_loop):
+@pytest.mark.parametrize(
+    ("layer", "error"), [(RefusingLayer(), ConnectionError), (BrokenLayer(), ValueError)]
+)
+def test_a_send_the_layer_refuses_on_the_loop_is_counted_and_told(node_loop, layer, error):
     groups = GroupPublisher(10)
-    groups.send_on(node_loop, RefusingLayer())
+    groups.send_on(node_loop, layer)
     counters = PublisherCounters()
     drops: list[tuple[str, BaseException | None]] = []
     assert groups.send("g", {}, counters=counters, on_drop=lambda *d: drops.append(d))
     wait_until(lambda: counters.dropped_layer_error == 1, 5, message="the refusal counted")
-    assert [(cause, type(error)) for cause, error in drops] == [("layer_error", ConnectionError)]
+    assert [(cause, type(exc)) for cause, exc in drops] == [("layer_error", error)]
     assert counters.published == 0 and groups.on_loop == 0
 
 
