@@ -3,6 +3,7 @@ itself, and their reading of the server's WAL fsyncs counts a phase's commits, o
 (the one the suite runs on, on this machine)."""
 
 import os
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -21,6 +22,15 @@ def _server_processes(services) -> dict[int, str]:
     return dict(rows)
 
 
+def _ended(pid: int) -> bool:
+    """Gone, or exited and not yet reaped by the server: an exited process's command line is
+    empty, and its title no longer says what it was (another test's session, closing)."""
+    try:
+        return not Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return True
+
+
 def test_each_process_of_the_server_is_a_session_or_the_servers_own(services):
     with psycopg.connect(services.database_url, autocommit=True) as session:
         own = session.execute("SELECT pg_backend_pid()").fetchone()[0]
@@ -32,7 +42,7 @@ def test_each_process_of_the_server_is_a_session_or_the_servers_own(services):
     assert {"client backend", "walwriter", "checkpointer"} <= kinds, kinds
     for pid, kind in processes.items():
         part = postgresql_part(pid)
-        if not os.path.exists(f"/proc/{pid}"):
+        if _ended(pid):
             continue  # a session or a worker that ended meanwhile
         expected = "backends" if kind in ("client backend", "parallel worker") else "background"
         assert part == expected, (pid, kind)
