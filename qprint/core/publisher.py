@@ -141,14 +141,14 @@ class GroupPublisher:
                 return False
             self.on_loop += 1
         try:
-            if not loop.is_running():
-                raise RuntimeError("the loop stopped")
-            loop.call_soon_threadsafe(self._start_on_loop, loop, layer, item)
-        except RuntimeError:  # stopped, or closed meanwhile
-            self._left_loop()
-            self.stop_sending_on(loop)
-            return None
-        return True
+            if loop.is_running():
+                loop.call_soon_threadsafe(self._start_on_loop, loop, layer, item)
+                return True
+        except RuntimeError:  # closed meanwhile
+            pass
+        self._left_loop()
+        self.stop_sending_on(loop)
+        return None
 
     def _start_on_loop(self, loop: asyncio.AbstractEventLoop, layer: Any, item: tuple) -> None:
         # The task is the layer's own send: its first step, the write to Redis, runs before the
