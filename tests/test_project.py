@@ -194,6 +194,17 @@ def test_the_library_requires_only_what_its_apps_import():
     assert third_party == {}
 
 
+def test_redis_py_parses_with_hiredis():
+    """hiredis is a dependency so that redis-py parses with it (docs/INSTALL.md): redis-py takes
+    it only from the versions it accepts, and otherwise falls back to its own parser without a
+    word; a dependency range that let that happen would cost every wakeup."""
+    import redis.asyncio.connection
+    import redis.utils
+
+    assert redis.utils.HIREDIS_AVAILABLE, "redis-py does not use the installed hiredis"
+    assert redis.asyncio.connection.DefaultParser.__name__ == "_AsyncHiredisParser"
+
+
 @pytest.mark.parametrize("secret_key", [None, ""])
 def test_without_a_secret_key_and_debug_off_the_project_refuses_to_start(secret_key):
     """A key written in the settings is a key every reader of the code has: refuse instead."""

@@ -51,12 +51,12 @@ def largest(*values):
     return value
 
 
-def millions(side: str):
-    """The instructions per job of ``side`` in ``instructions_per_job``, in millions."""
+def instructions(side: str, unit: float = 1e6, digits: int = 3):
+    """The instructions per job of ``side`` in ``instructions_per_job``, in ``unit``s (millions)."""
 
     def value(record):
         got = get(record, "figures", side, "instructions_per_job")
-        return None if got is None else round(got / 1e6, 3)
+        return None if got is None else round(got / unit, digits)
 
     return value
 
@@ -279,10 +279,16 @@ FIGURES = [
      ""),
     ("a pushed job in one process, instructions per job (millions, callgrind): the node's side "
      "(tests/bench/node_job.py) / the agent's (tests/bench/agent_job.py)", "instructions_per_job",
-     [millions("node"), millions("agent")], ""),
+     [instructions("node"), instructions("agent")], ""),
     ("a pushed job in one process, CPU per job (µs): the node's side / the agent's",
      "instructions_per_job",
      [("figures", side, "cpu_us_per_job") for side in ("node", "agent")], ""),
+    ("a wakeup from node to node through Redis (tests/bench/wakeup_job.py), both nodes' "
+     "instructions (thousands, callgrind): hiredis parsing / redis-py's own parser; CPU (µs), "
+     "the same two", "instructions_per_job",
+     [instructions("wakeup", 1e3, 1), instructions("wakeup_python_parser", 1e3, 1),
+      ("figures", "wakeup", "cpu_us_per_job"),
+      ("figures", "wakeup_python_parser", "cpu_us_per_job")], ""),
     ("200 devices, 5,000 jobs: HTTP agents jobs/s, p50 / p99 of the flood (ms)",
      "end_to_end@devices200",
      [("figures", "push_http/throughput", k) for k in ("jobs_per_s", "p50_ms", "p99_ms")], ""),
