@@ -22,6 +22,7 @@ import json
 import sqlite3
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -411,20 +412,26 @@ class Journal:
         return self.db.execute(sql, args).fetchone() is not None
 
     def acknowledge(self, seq: int, outcome: str) -> None:
-        """Record the server's answer to report ``seq``.
+        """Record the server's answer to report ``seq`` (:meth:`acknowledge_all`)."""
+        self.acknowledge_all([(seq, outcome)])
+
+    def acknowledge_all(self, answers: Sequence[tuple[int, str]]) -> None:
+        """Record the server's answers, ``(seq, outcome)`` each, in one commit.
 
         Not ``synchronous=FULL``: an acknowledgement guards no act. One lost with the machine's
         power (the process's own crash loses nothing in WAL mode) only sends that report again,
-        which the server answers as the replay it is; the next FULL commit syncs it anyway. One
-        that fails is counted in :attr:`reports_queued`: its report is to send again."""
+        which the server answers as the replay it is; the next FULL commit syncs it anyway. A
+        commit that fails records none of them, and counts each in :attr:`reports_queued`: their
+        reports are to send again."""
+        acked_at = time.time()
         try:
             with self._tx(durable=False):
-                self.db.execute(
+                self.db.executemany(
                     "UPDATE outbox SET acked_at = ?, outcome = ? WHERE seq = ?",
-                    (time.time(), outcome, seq),
+                    [(acked_at, outcome, seq) for seq, outcome in answers],
                 )
         except BaseException:
-            self.reports_queued += 1
+            self.reports_queued += len(answers)
             raise
 
     def outcome(self, key: str) -> tuple[bool, str | None]:

@@ -19,6 +19,7 @@ invariants already cover (see ``journal``). ``close`` runs after every call made
 
 import functools
 import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -50,6 +51,9 @@ class AsyncJournal:
         # Opened on its thread too (the schema and the WAL switch touch the disk); once, at start.
         self._journal: j.Journal = self._thread.submit(functools.partial(j.Journal, path)).result()
         self.path = self._journal.path
+        # The answers to reports not yet handed to the thread (:meth:`acknowledge`).
+        self._answers: list[tuple[int, str]] = []
+        self._answers_lock = threading.Lock()
 
     async def _run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         return await self._thread.run(functools.partial(fn, *args, **kwargs))
@@ -130,13 +134,25 @@ class AsyncJournal:
 
     def acknowledge(self, seq: int, outcome: str) -> None:
         """Record the server's answer to report ``seq``: queued on the journal's thread, not
-        awaited. An acknowledgement guards no act (:meth:`Journal.acknowledge`), and the thread
-        runs calls in the order they were made, so every call made after this one (the outbox's
-        next read, the check of ``RECEIVED``'s answer before the spooler) sees it; the event loop
-        is not woken for its commit. One that fails is logged, and its report, still in the
-        outbox, is sent again at the next flush, which the server answers as the replay it is."""
-        future = self._thread.submit(functools.partial(self._journal.acknowledge, seq, outcome))
-        future.add_done_callback(_log_failure)
+        awaited. An acknowledgement guards no act (:meth:`Journal.acknowledge_all`), and the
+        thread runs calls in the order they were made, so every call made after this one (the
+        outbox's next read, the check of ``RECEIVED``'s answer before the spooler) sees it; the
+        event loop is not woken for its commit. The answers that arrive while the thread has not
+        yet taken the earlier ones (the answers to ``SPOOLED`` and ``PRINTED``, sent together)
+        join them: one hand-off and one commit for all. One that fails is logged, and its
+        report, still in the outbox, is sent again at the next flush, which the server answers
+        as the replay it is."""
+        with self._answers_lock:
+            self._answers.append((seq, outcome))
+            if len(self._answers) > 1:
+                return  # the call queued for the first takes this one too
+        self._thread.submit(self._record_answers).add_done_callback(_log_failure)
+
+    def _record_answers(self) -> None:
+        """On the journal's thread: every answer given since the last call, in one commit."""
+        with self._answers_lock:
+            answers, self._answers = self._answers, []
+        self._journal.acknowledge_all(answers)
 
     async def received_refused(self, job_id: str) -> bool:
         return await self._run(self._journal.received_refused, job_id)
@@ -148,7 +164,7 @@ class AsyncJournal:
 
 
 def _log_failure(future: Future) -> None:
-    """Log an acknowledgement the journal did not record (on the journal's thread)."""
+    """Log acknowledgements the journal did not record (on the journal's thread)."""
     error = future.exception()
     if error is not None:
         logger.error("acknowledgement_not_recorded error=%r", error)

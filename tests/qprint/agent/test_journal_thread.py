@@ -148,10 +148,10 @@ async def test_an_acknowledgement_the_journal_does_not_record_is_logged_and_sent
     journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
     report = await _one_report(journal)
 
-    def fails(seq: int, outcome: str) -> None:
+    def fails(answers) -> None:
         raise j.sqlite3.OperationalError("disk I/O error")
 
-    journal._journal.acknowledge = fails
+    journal._journal.acknowledge_all = fails
     with caplog.at_level("ERROR", logger="qprint.agent"):
         journal.acknowledge(report.seq, "ok")
         await eventually(
@@ -159,4 +159,75 @@ async def test_an_acknowledgement_the_journal_does_not_record_is_logged_and_sent
         )
     assert "disk I/O error" in caplog.text
     assert [r.seq for r in await journal.pending()] == [report.seq]  # the next flush sends it
+    await journal.close()
+
+
+async def _three_reports(journal: AsyncJournal) -> list[j.Report]:
+    await journal.remember_claim("job-1", "claim-1")
+    for state, event in ((j.RECEIVED, "RECEIVED"), (j.SPOOLED, "SPOOLED"), ("PRINTED", "PRINTED")):
+        await journal.advance("job-1", state, event=event)
+    return await journal.pending()
+
+
+def _recorded_answers(journal: AsyncJournal) -> list[list[tuple[int, str]]]:
+    """The answers of each commit of acknowledgements the journal makes from now on."""
+    commits = []
+    real = journal._journal.acknowledge_all
+
+    def acknowledge_all(answers):
+        commits.append(list(answers))
+        real(answers)
+
+    journal._journal.acknowledge_all = acknowledge_all
+    return commits
+
+
+async def test_answers_given_while_the_thread_is_busy_are_recorded_in_one_commit(tmp_path):
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    reports = await _three_reports(journal)
+    queued = journal.reports_queued
+    commits = _recorded_answers(journal)
+    held, running = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        running.set()
+        assert held.wait(10)
+
+    busy = journal._thread.submit(hold)
+    try:
+        assert running.wait(10)
+        for report in reports:
+            journal.acknowledge(report.seq, "ok")
+        later = journal.pending()
+    finally:
+        held.set()
+    busy.result(10)
+    assert await later == []  # the call made after them sees all three
+    assert commits == [[(r.seq, "ok") for r in reports]]
+    assert journal.reports_queued == queued  # none to send again
+    await journal.close()
+
+
+async def test_an_answer_given_while_earlier_ones_are_being_recorded_is_recorded_after_them(
+    tmp_path,
+):
+    journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
+    first, second, _ = await _three_reports(journal)
+    commits = _recorded_answers(journal)
+    recording = journal._journal.acknowledge_all
+    entered, release = threading.Event(), threading.Event()
+
+    def slow(answers):
+        if not entered.is_set():
+            entered.set()  # the first commit has taken its answers, and waits
+            assert release.wait(10)
+        recording(answers)
+
+    journal._journal.acknowledge_all = slow
+    journal.acknowledge(first.seq, "ok")
+    assert entered.wait(10)
+    journal.acknowledge(second.seq, "409:stale_claim")
+    release.set()
+    assert [r.seq for r in await journal.pending()] == [_.seq]
+    assert commits == [[(first.seq, "ok")], [(second.seq, "409:stale_claim")]]
     await journal.close()
