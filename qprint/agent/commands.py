@@ -2,7 +2,6 @@
 each run once (the journal remembers it) and its result reported from the journal's outbox.
 """
 
-import asyncio
 import logging
 from typing import Any
 
@@ -11,7 +10,7 @@ import httpx
 from qprint.agent import journal as j
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.protocol import Endpoints
-from qprint.agent.spoolers import Spooler
+from qprint.agent.spooler_thread import AsyncSpooler
 from qprint.agent.worker import Reporter
 
 logger = logging.getLogger("qprint.agent")
@@ -26,7 +25,7 @@ class CommandRunner:
         journal: AsyncJournal,
         http: httpx.AsyncClient,
         reporter: Reporter,
-        spooler: Spooler,
+        spooler: AsyncSpooler,
     ):
         self.device = device
         self.journal = journal
@@ -43,7 +42,7 @@ class CommandRunner:
             if kind == "CANCEL_JOB":
                 status, result = await self._cancel_job(endpoints, str(payload.get("job_id", "")))
             elif kind == "PRINT_TEST_PAGE":
-                ref = await asyncio.to_thread(self.spooler.test_page, payload.get("printer"))
+                ref = await self.spooler.test_page(payload.get("printer"))
                 status, result = "DONE", {"spool_ref": ref}
             elif kind == "REPORT_PRINTERS":
                 printers = await report_printers(self.http, endpoints, self.spooler)
@@ -75,7 +74,7 @@ class CommandRunner:
         ):
             return "DONE", {"cancelled": True}
         if entry.state == j.SPOOLED and entry.spool_ref:
-            stopped = await asyncio.to_thread(self.spooler.cancel, entry.spool_ref)
+            stopped = await self.spooler.cancel(entry.spool_ref)
             if stopped:
                 # The follower may have seen the cancellation first and recorded it.
                 await self.journal.advance(
@@ -95,10 +94,10 @@ class CommandRunner:
 
 
 async def report_printers(
-    http: httpx.AsyncClient, endpoints: Endpoints, spooler: Spooler
+    http: httpx.AsyncClient, endpoints: Endpoints, spooler: AsyncSpooler
 ) -> list[dict[str, Any]]:
     """Send the spooler's printers as the device's full list (``PUT api/v1/device/printers``)."""
-    printers = await asyncio.to_thread(spooler.printers)
+    printers = await spooler.printers()
     response = await http.put(endpoints.printers, json={"printers": printers})
     response.raise_for_status()
     return printers

@@ -39,6 +39,7 @@ from qprint.agent.connection import (
 from qprint.agent.device_work import WorkLoop
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import BearerToOwnOrigins, DeviceApi, SocketOperations
+from qprint.agent.spooler_thread import AsyncSpooler
 from qprint.agent.spoolers import Spooler
 from qprint.agent.worker import JobRunner, Reporter
 from qprint.core.wire import PUSH
@@ -66,7 +67,8 @@ class DeviceAgent(WorkLoop):
         self.config = config
         self.device = device
         self.name = device.name
-        self.spooler = spooler
+        # The spooler's calls on this device's own threads (spooler_thread.py).
+        self.spooler = AsyncSpooler(spooler, self.name)
         self.urls = UrlRotation(config.urls)
         self.backoff = Backoff(config.backoff_initial, config.backoff_max)
         self.journal = AsyncJournal(device.journal_path, self.name)
@@ -93,9 +95,11 @@ class DeviceAgent(WorkLoop):
         self.api = DeviceApi(self.http, self.operations)
         self.reporter = Reporter(self.name, self.journal, self.http, self.api)
         self.jobs = JobRunner(
-            self.name, self.journal, self.http, self.reporter, spooler, config.follow_timeout
+            self.name, self.journal, self.http, self.reporter, self.spooler, config.follow_timeout
         )
-        self.commands = CommandRunner(self.name, self.journal, self.http, self.reporter, spooler)
+        self.commands = CommandRunner(
+            self.name, self.journal, self.http, self.reporter, self.spooler
+        )
         self.applied = AppliedState()
         self.wake = asyncio.Event()
         self.stopping = asyncio.Event()
@@ -141,6 +145,7 @@ class DeviceAgent(WorkLoop):
             await asyncio.gather(*self._background, return_exceptions=True)
             await self.http.aclose()
             await self.journal.close()
+            self.spooler.close()
         return self.exit_reason
 
     def request_stop(self) -> None:
@@ -365,7 +370,7 @@ class DeviceAgent(WorkLoop):
         first = True
         while True:
             try:
-                printers = await asyncio.to_thread(self.spooler.printers)
+                printers = await self.spooler.printers()
             except Exception as exc:
                 logger.warning("printers_not_read device=%s error=%r", self.name, exc)
             else:

@@ -21,10 +21,10 @@ from qprint.agent import protocol as p
 from qprint.agent.journal_thread import AsyncJournal, OutboxRead
 from qprint.agent.operations import DeviceApi
 from qprint.agent.protocol import Endpoints, uuid_text
+from qprint.agent.spooler_thread import AsyncSpooler
 from qprint.agent.spoolers import (
     AlreadySpooled,
     Outcome,
-    Spooler,
     SpoolInterrupted,
     SpoolJob,
     SpoolRejected,
@@ -320,7 +320,7 @@ class JobRunner:
         journal: AsyncJournal,
         http: httpx.AsyncClient,
         reporter: Reporter,
-        spooler: Spooler,
+        spooler: AsyncSpooler,
         follow_timeout: float,
     ):
         self.device = device
@@ -514,7 +514,7 @@ class JobRunner:
         """Hand a job journaled ``SUBMITTING`` to the spooler and journal how that went."""
         job = SpoolJob(a.job_id, a.title, a.content_type, data, a.printer, a.options)
         try:
-            ref = await asyncio.to_thread(self.spooler.submit, job)
+            ref = await self.spooler.submit(job)
         except SpoolRejected as exc:
             await self._finish(
                 a.job_id, "FAILED", f"spooler refused the document: {exc}", "spool_rejected"
@@ -557,9 +557,7 @@ class JobRunner:
         """Follow a spooled job until the spooler has finished it, then report how it ended."""
         assert entry.spool_ref is not None
         try:
-            outcome = await asyncio.to_thread(
-                self.spooler.follow, entry.spool_ref, self.follow_timeout
-            )
+            outcome = await self.spooler.follow(entry.spool_ref, self.follow_timeout)
         except Exception as exc:  # the spooler has the job; we cannot tell how it ends
             outcome = Outcome("OUTCOME_UNKNOWN", f"could not follow {entry.spool_ref}: {exc!r}")
         await self._finish(

@@ -57,15 +57,15 @@ def pushed_job(journal):
 
     from qprint.agent.operations import DeviceApi
     from qprint.agent.protocol import Endpoints
+    from qprint.agent.spooler_thread import AsyncSpooler
     from qprint.agent.spoolers import NullSpooler
     from qprint.agent.worker import DONE, Assignment, JobRunner, Reporter
 
     endpoints = Endpoints.from_url("http://node.test/qprint/")
     http = httpx.AsyncClient(transport=httpx.MockTransport(lambda _: httpx.Response(204)))
     api = DeviceApi(http, AnsweringSocket().ops)
-    runner = JobRunner(
-        "bench", journal, http, Reporter("bench", journal, http, api), NullSpooler(), 5
-    )
+    spooler = AsyncSpooler(NullSpooler(), "bench")
+    runner = JobRunner("bench", journal, http, Reporter("bench", journal, http, api), spooler, 5)
     document = b"%PDF-1.4\n" + b"0" * 2048
     inline = {"size": len(document), "sha256": hashlib.sha256(document).hexdigest(),
               "content_type": "application/pdf",

@@ -16,6 +16,7 @@ from qprint.agent import journal as j
 from qprint.agent import protocol as p
 from qprint.agent.journal_thread import AsyncJournal
 from qprint.agent.operations import DeviceApi, OperationUnavailable, SocketOperations
+from qprint.agent.spooler_thread import AsyncSpooler
 from qprint.agent.spoolers import NullSpooler, Outcome
 from qprint.agent.worker import DONE, RETRY_LATER, Assignment, JobRunner, Reporter
 from tests.waiting import eventually
@@ -77,9 +78,8 @@ def socket_runner(journal: AsyncJournal, spooler, answer) -> JobRunner:
     """A runner whose reports go out as frames that ``answer`` answers."""
     ops, _ = reporting_socket(answer)
     http = http_client([])
-    return JobRunner(
-        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
-    )
+    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
+    return JobRunner("dev", journal, http, reporter, AsyncSpooler(spooler, "dev"), 5)
 
 
 async def test_claim_goes_over_the_socket_when_offered_and_over_http_otherwise():
@@ -305,9 +305,8 @@ async def test_a_job_put_aside_is_resumed_once_its_received_is_answered(tmp_path
     http = httpx.AsyncClient(
         transport=httpx.MockTransport(lambda r: httpx.Response(200, content=document))
     )
-    runner = JobRunner(
-        "dev", journal, http, Reporter("dev", journal, http, DeviceApi(http, ops)), spooler, 5
-    )
+    reporter = Reporter("dev", journal, http, DeviceApi(http, ops))
+    runner = JobRunner("dev", journal, http, reporter, AsyncSpooler(spooler, "dev"), 5)
     assignment = inline_assignment(document)
     try:
         assert await runner.resume_received(ENDPOINTS)  # nothing left by a last run
