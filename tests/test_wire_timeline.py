@@ -102,7 +102,7 @@ def test_how_soon_each_wakeup_left_after_its_commit(tmp_path):
 
     assert figures == {
         "commit_to_publish_p50_ms": 1.3,
-        "commit_to_publish_p90_ms": 2.0,  # nearest rank: the larger of two
+        "commit_to_publish_p90_ms": 2.0,  # the benchmarks' percentile: the larger of two
         "published_before_the_201": 1,
         "jobs": 2,
     }

@@ -23,11 +23,13 @@ No dependency: the capture is read with the standard library (pcap, Ethernet, IP
 from __future__ import annotations
 
 import argparse
-import math
 import re
 import statistics
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass
+
+from tests.bench.common import percentile
 
 
 @dataclass(frozen=True)
@@ -91,13 +93,10 @@ def timeline(
         if (p.destination, p.source) not in first:
             first.setdefault((p.source, p.destination), p.data[:40])
     agents = {k for k, data in first.items() if data.startswith(b"GET ")}
-    posts = [i for i, p in enumerate(packets) if p.data.startswith(b"POST /qprint/api/v1/jobs")]
     spans: dict[str, list[float]] = {name: [] for name, _ in MOMENTS}
     database: dict[str, list[float]] = {name: [] for name, _ in MOMENTS}
     answered: list[float] = []
-    for i in posts[skip : skip + jobs]:
-        start = packets[i]
-        window = [p for p in packets[i : i + 4000] if p.at - start.at < 0.5]
+    for start, window in _submissions(packets, jobs, skip):
         marks = _marks(window, start, agents)
         if marks is None:
             continue
@@ -121,6 +120,17 @@ def timeline(
             "jobs": len(answered),
         }
     return figures
+
+
+def _submissions(
+    packets: list[Packet], jobs: int, skip: int
+) -> Iterator[tuple[Packet, list[Packet]]]:
+    """Each submission's request of the phase (``jobs`` of them after ``skip``), and the packets
+    of the half second from it: the window where that job's moments are looked for."""
+    posts = [i for i, p in enumerate(packets) if p.data.startswith(b"POST /qprint/api/v1/jobs")]
+    for i in posts[skip : skip + jobs]:
+        start = packets[i]
+        yield start, [p for p in packets[i : i + 4000] if p.at - start.at < 0.5]
 
 
 def _marks(window: list[Packet], start: Packet, agents: set) -> dict[str, float] | None:
@@ -160,14 +170,10 @@ def wakeup(packets: list[Packet], pg_port: int, jobs: int, skip: int = 0) -> dic
     the submission's 201 (docs/PERFORMANCE.md, "The thirty-fourth step")."""
     after_commit: list[float] = []
     before_answer = 0
-    posts = [i for i, p in enumerate(packets) if p.data.startswith(b"POST /qprint/api/v1/jobs")]
-    for i in posts[skip : skip + jobs]:
-        start = packets[i]
+    for start, window in _submissions(packets, jobs, skip):
         client = (start.source, start.destination)
         connection = commit = published = answered = None
-        for p in packets[i : i + 4000]:
-            if p.at - start.at >= 0.5:
-                break
+        for p in window:
             if connection is None and p.destination == pg_port:
                 connection = p.source
             elif published is None and p.source == pg_port and p.destination == connection:
@@ -182,10 +188,9 @@ def wakeup(packets: list[Packet], pg_port: int, jobs: int, skip: int = 0) -> dic
         before_answer += published < answered
     if not after_commit:
         return {}
-    ordered = sorted(after_commit)
     return {
-        "commit_to_publish_p50_ms": round(statistics.median(ordered), 2),
-        "commit_to_publish_p90_ms": round(ordered[math.ceil(0.9 * len(ordered)) - 1], 2),
+        "commit_to_publish_p50_ms": round(statistics.median(after_commit), 2),
+        "commit_to_publish_p90_ms": round(percentile(after_commit, 90), 2),
         "published_before_the_201": before_answer,
         "jobs": len(after_commit),
     }
