@@ -37,7 +37,7 @@ from django.db import connection
 from qprint import api
 from qprint.domain import credentials
 from qprint.models import Device, PrintDocument, PrintJob
-from tests.bench.common import BareNode, latency_figures
+from tests.bench.common import BareNode, latency_figures, percentile
 from tests.bench.conftest import size
 from tests.processes import RedisServer
 from tests.qprint.realtime.cluster import Node, RealDevice, database_url_of, node_env
@@ -48,11 +48,6 @@ SOCKETS = int(os.environ.get("BENCH_SOCKETS", 0)) or size(1000, 300)
 SAMPLES = int(os.environ.get("BENCH_SAMPLES", 0)) or size(1000, 300)
 FLOOR_SOCKETS = 100
 LAYER = os.environ.get("BENCH_LAYER", "pubsub")
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def make_devices(n: int) -> list[tuple[int, str]]:
