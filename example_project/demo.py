@@ -178,7 +178,7 @@ def print_demo_job(port: int, key: str, timeout: float) -> dict | None:
 def start_node(env: dict[str, str], port: int) -> dict[str, subprocess.Popen]:
     """Start the node's two processes: the web process (Daphne) and its cluster runtime."""
     python = sys.executable
-    web = [python, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port)]
+    web = [python, "-m", "qprint.daphne", "-b", "127.0.0.1", "-p", str(port)]
     return {
         "runtime": subprocess.Popen(
             [python, str(REPO_ROOT / "manage.py"), "cluster_runtime"], env=env, cwd=REPO_ROOT

@@ -180,9 +180,10 @@ def listening_node(name: str, env: dict[str, str]) -> Iterator[tuple[str, Manage
 def daphne_node(
     name: str, port: int, env: dict[str, str], application: str = "example_project.asgi:application"
 ) -> ManagedProcess:
-    """A Daphne node of the example project on ``port`` (start it, then wait for ``port_open``);
-    ``application`` another ASGI application of it (a benchmark's variant)."""
-    args = python("-m", "daphne", "-b", "127.0.0.1", "-p", str(port), application)
+    """A Daphne node of the example project on ``port``, started as the docs start one
+    (``qprint-daphne``: Daphne on uvloop's loop; then wait for ``port_open``); ``application``
+    another ASGI application of it (a benchmark's variant)."""
+    args = python("-m", "qprint.daphne", "-b", "127.0.0.1", "-p", str(port), application)
     return ManagedProcess(name, args, env)
 
 

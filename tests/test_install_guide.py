@@ -183,7 +183,7 @@ def test_the_install_guide_followed_literally_prints_a_job(tmp_path, services, g
                     args = shlex.split(line)
                     process = ManagedProcess(args[0], args, dict(env), cwd=project).start()
                     processes.append(process)
-                    if args[0] == "daphne":
+                    if args[0] == "qprint-daphne":
                         wait_until(
                             lambda p=process: port_open(int(port)) or not p.alive(),
                             60,
@@ -203,7 +203,7 @@ def test_the_install_guide_followed_literally_prints_a_job(tmp_path, services, g
         # web process logs through the guide's LOGGING, the node is UP.
         assert "System check identified no issues" in outputs[0], outputs[0]
         assert json.loads(outputs[-1])["online"] is True, outputs[-1]
-        web = next(p for p in processes if p.name == "daphne")
+        web = next(p for p in processes if p.name == "qprint-daphne")
         assert "INFO qprint.socket socket_open device=shop-1/front-desk" in web.log(), web.log()
         assert all(p.alive() for p in processes), [(p.name, p.log()) for p in processes]
     finally:

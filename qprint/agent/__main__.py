@@ -14,6 +14,7 @@ from qprint.agent.enrol import enroll_main
 from qprint.agent.printers import backend_for, make_printers, parse_printer_argument, spooler_uri
 from qprint.agent.simulator import Fleet
 from qprint.agent.systemd import unit_main
+from qprint.core import event_loop
 
 DESCRIPTION = """\
 The reference qprint print agent. It holds one realtime socket per device to a qprint server,
@@ -337,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
         return 64
-    return asyncio.run(run(config, spooler))
+    return event_loop.run(run(config, spooler))  # uvloop's loop when installed
 
 
 if __name__ == "__main__":

@@ -451,7 +451,9 @@ async def test_end_to_end(cluster, bench_result):
 
 #: How the nodes ran (recorded with the figures).
 DEPLOYMENT = {
-    "command": "daphne -b 127.0.0.1 -p <port> --proxy-headers example_project.asgi:application",
+    "command": (
+        "qprint-daphne -b 127.0.0.1 -p <port> --proxy-headers example_project.asgi:application"
+    ),
     "settings": "example_project.settings defaults: DEBUG off, LOG_LEVEL INFO (key=value lines "
     "to a file), psycopg pool max 10, statements prepared at their first run with one generic "
     "plan per connection, heartbeat 20 s",

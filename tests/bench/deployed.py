@@ -60,11 +60,12 @@ def gc_pauses(pids: set[int], since: float, until: float) -> dict:
 
 
 class DeployedNode(Node):
-    """A node started with the docs' Daphne command (``--proxy-headers``; bound to loopback)."""
+    """A node started with the docs' command (``qprint-daphne``, ``--proxy-headers``; bound to
+    loopback)."""
 
     def __init__(self, node_id: str, env: dict[str, str], proxy_headers: bool = True):
         super().__init__(node_id, env)
-        args = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+        args = ["-m", "qprint.daphne", "-b", "127.0.0.1", "-p", str(self.port)]
         if proxy_headers:
             args.append("--proxy-headers")
         self.process = ManagedProcess(

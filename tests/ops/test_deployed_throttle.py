@@ -32,10 +32,10 @@ def web_command(port: int) -> list[str]:
     deployment = yaml.safe_load((K8S / "deployment.yaml").read_text())
     containers = deployment["spec"]["template"]["spec"]["containers"]
     command = list(next(c for c in containers if c["name"] == "web")["command"])
-    assert command[0] == "daphne"
+    assert command[0] == "qprint-daphne"
     for flag, value in (("--bind", "127.0.0.1"), ("--port", str(port))):
         command[command.index(flag) + 1] = value
-    return python("-m", *command)
+    return python("-m", "qprint.daphne", *command[1:])  # the console script's module
 
 
 @pytest.fixture
