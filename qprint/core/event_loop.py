@@ -3,7 +3,7 @@
 uvloop implements asyncio's event loop on libuv, in C: the loop's turns, its callbacks and timers,
 the hand-back from threads (``call_soon_threadsafe``) and its socket transports. A node's and an
 agent's work per message is mostly such turns, so a pushed job costs a Daphne node 8 % fewer
-instructions on it and an agent 16 % fewer (docs/PERFORMANCE.md, "The thirty-seventh step").
+instructions on it and an agent 17 % fewer (docs/PERFORMANCE.md, "The thirty-seventh step").
 The wheel requires it where it is built (Linux and macOS, CPython); elsewhere, and in the
 one-file agent (pure Python), everything runs on asyncio's loop, unchanged.
 

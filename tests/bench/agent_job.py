@@ -29,6 +29,7 @@ import tempfile
 import uuid
 from pathlib import Path
 
+from qprint.core import event_loop
 from tests.bench.machine import cpu_of_jobs, per_job_main
 
 WARM_UP = 100
@@ -96,7 +97,9 @@ async def _jobs(count: int) -> float:
 
 def main() -> None:
     per_job_main(
-        "tests.bench.agent_job", __doc__.split("\n\n")[0], lambda jobs: asyncio.run(_jobs(jobs))
+        "tests.bench.agent_job",
+        __doc__.split("\n\n")[0],
+        lambda jobs: event_loop.run(_jobs(jobs)),  # the agent's loop: uvloop's, when installed
     )
 
 

@@ -50,13 +50,14 @@ def make_devices(
 
 
 class BareNode:
-    """Daphne serving tests.bench.bare_asgi (the floors), on the same layer as the nodes."""
+    """Daphne serving tests.bench.bare_asgi (the floors), on the same layer and the same event
+    loop as the nodes (``qprint-daphne``)."""
 
     def __init__(self, env: dict[str, str]):
         self.port = free_port()
         args = python(
             "-m",
-            "daphne",
+            "qprint.daphne",
             "-b",
             "127.0.0.1",
             "-p",

@@ -20,11 +20,11 @@ Redis runs in its own process, outside the count.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sys
 import time
 
+from qprint.core import event_loop
 from tests.bench.machine import cpu_of_jobs, per_job_main
 
 WARM_UP = 50
@@ -74,7 +74,7 @@ def main() -> None:
     per_job_main(
         "tests.bench.wakeup_job",
         __doc__.split("\n\n")[0],
-        lambda wakeups: asyncio.run(_wakeups(wakeups)),
+        lambda wakeups: event_loop.run(_wakeups(wakeups)),  # the nodes' loop (qprint-daphne)
     )
 
 
