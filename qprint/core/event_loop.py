@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 
-def uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+def _uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
     """uvloop's ``new_event_loop`` when uvloop is installed, else None."""
     try:
         import uvloop
@@ -50,5 +50,5 @@ def install() -> bool:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)``, on uvloop's loop when uvloop is installed."""
-    with asyncio.Runner(loop_factory=uvloop_factory()) as runner:
+    with asyncio.Runner(loop_factory=_uvloop_factory()) as runner:
         return runner.run(main)
