@@ -112,6 +112,7 @@ async def _jobs(base: str, token: str, key: str, jobs: int, pid: int) -> None:
 
 
 def instructions_per_job(jobs: int) -> float:
+    redis_url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")  # the set-up drops it
     token, key = _device_and_key()  # Django set up first: what follows imports models
     logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per submission is noise
     from tests.bench.deployed import deployed_env
@@ -120,7 +121,7 @@ def instructions_per_job(jobs: int) -> float:
 
     env = deployed_env(
         os.environ["DATABASE_URL"],
-        os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+        redis_url,
         "daphne-job",
         QPRINT_HEARTBEAT_SECONDS="3600",
     )
