@@ -212,7 +212,7 @@ async def test_an_answer_given_while_earlier_ones_are_being_recorded_is_recorded
     tmp_path,
 ):
     journal = AsyncJournal(tmp_path / "dev.journal.sqlite3", "dev")
-    first, second, _ = await _three_reports(journal)
+    first, second, third = await _three_reports(journal)
     commits = _recorded_answers(journal)
     recording = journal._journal.acknowledge_all
     entered, release = threading.Event(), threading.Event()
@@ -228,6 +228,6 @@ async def test_an_answer_given_while_earlier_ones_are_being_recorded_is_recorded
     assert entered.wait(10)
     journal.acknowledge(second.seq, "409:stale_claim")
     release.set()
-    assert [r.seq for r in await journal.pending()] == [_.seq]
+    assert [r.seq for r in await journal.pending()] == [third.seq]
     assert commits == [[(first.seq, "ok")], [(second.seq, "409:stale_claim")]]
     await journal.close()
