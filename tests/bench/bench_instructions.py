@@ -4,9 +4,11 @@ versions of the code whatever else the machine does.
 ``tests.bench.node_job`` (the node's side: the submission by ``submit_job``, the wakeup, the claim
 and the push, three events as frames, on ``DATABASE_URL``'s PostgreSQL),
 ``tests.bench.agent_job`` (the agent's side: the assignment to the last acknowledgement, its
-journal on disk, the null printer) and ``tests.bench.wakeup_job`` (a wakeup from one node to
+journal on disk, the null printer), ``tests.bench.wakeup_job`` (a wakeup from one node to
 another through ``REDIS_URL``'s Redis, which ``node_job`` leaves out: with hiredis parsing, as
-installed, and with redis-py's own parser, side by side), each in a process of its own:
+installed, and with redis-py's own parser, side by side) and ``tests.bench.daphne_job`` (a node
+as deployed, Daphne and the HTTP submission in the count: counted only), each in a process of
+its own:
 
 - instructions per job, counted by ``valgrind --tool=callgrind`` (the counts run at once:
   a count does not depend on the other work of the machine);
@@ -35,7 +37,10 @@ pytestmark = [pytest.mark.services, pytest.mark.slow]
 
 #: Jobs counted per side (the runs with none are subtracted: see ``instructions_per_job``).
 COUNTED = {"node": size(200, 50), "agent": size(300, 100), "wakeup": size(1000, 300),
-           "wakeup_python_parser": size(1000, 300)}  # fmt: skip
+           "wakeup_python_parser": size(1000, 300), "node_as_deployed": size(200, 50)}  # fmt: skip
+#: The sides also timed without valgrind (a node as deployed is only counted: its CPU is the
+#: end-to-end benchmark's).
+TIMED_SIDES = ("node", "agent", "wakeup", "wakeup_python_parser")
 #: Jobs timed per side, after each module's own warm-up.
 TIMED = size(1000, 300)
 #: Rounds of the two wakeup sides' timed runs.
@@ -46,11 +51,18 @@ SIDES = {
     "agent": ("agent_job", {}),
     "wakeup": ("wakeup_job", {"BENCH_REDIS_PARSER": "hiredis"}),
     "wakeup_python_parser": ("wakeup_job", {"BENCH_REDIS_PARSER": "python"}),
+    "node_as_deployed": ("daphne_job", {}),
 }
 
 
 def _command(side: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"tests.bench.{SIDES[side][0]}", *args]
+
+
+def _counting_command(side: str, jobs: int) -> list[str]:
+    if side == "node_as_deployed":  # it only counts: its one argument is the jobs
+        return _command(side, str(jobs))
+    return _command(side, "--instructions", str(jobs))
 
 
 def _environment(side: str) -> dict[str, str]:
@@ -75,32 +87,31 @@ def test_instructions_per_job(bench_result):
     counting = {}
     for side, jobs in COUNTED.items():
         counting[side] = subprocess.Popen(
-            _command(side, "--instructions", str(jobs)), env=_environment(side),
+            _counting_command(side, jobs), env=_environment(side),
             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
     counted = {}
     for side, process in counting.items():
         output, errors = process.communicate(timeout=3600)
-        assert process.returncode == 0, f"{side} --instructions failed: {errors[-2000:]}"
+        assert process.returncode == 0, f"{side}: the count failed: {errors[-2000:]}"
         counted[side] = _figures(output)
     # Timed one after the other; the two wakeup sides in alternated rounds (the median of each
     # side's kept), as they are compared with each other while the machine's speed moves.
-    timed: dict[str, list[int]] = {side: [] for side in COUNTED}
+    timed: dict[str, list[int]] = {side: [] for side in TIMED_SIDES}
     for side in ("node", "agent"):
         timed[side].append(_cpu_us_per_job(side))
     for _ in range(WAKEUP_ROUNDS):
         for side in ("wakeup", "wakeup_python_parser"):
             timed[side].append(_cpu_us_per_job(side))
     figures = {
-        side: {
-            "counted_jobs": counted[side]["jobs"],
-            "instructions_per_job": counted[side]["instructions_per_job"],
-            "timed_jobs": TIMED,
-            "timed_runs": len(timed[side]),
-            "cpu_us_per_job": statistics.median(timed[side]),
-        }
+        side: {"counted_jobs": counted[side]["jobs"],
+               "instructions_per_job": counted[side]["instructions_per_job"]}
         for side in COUNTED
-    }
+    }  # fmt: skip
+    for side, runs in timed.items():
+        figures[side].update(
+            timed_jobs=TIMED, timed_runs=len(runs), cpu_us_per_job=statistics.median(runs)
+        )
     # What hiredis saves a wakeup: redis-py's own parser over hiredis, instructions counted.
     figures["wakeup_python_parser_over_hiredis"] = round(
         figures["wakeup_python_parser"]["instructions_per_job"]

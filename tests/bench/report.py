@@ -280,6 +280,9 @@ FIGURES = [
     ("a pushed job in one process, instructions per job (millions, callgrind): the node's side "
      "(tests/bench/node_job.py) / the agent's (tests/bench/agent_job.py)", "instructions_per_job",
      [instructions("node"), instructions("agent")], ""),
+    ("a pushed job, a node as deployed (tests/bench/daphne_job.py: qprint-daphne, the HTTP "
+     "submission, Daphne and Redis counted): instructions per job (millions, callgrind)",
+     "instructions_per_job", [instructions("node_as_deployed")], ""),
     ("a pushed job in one process, CPU per job (µs): the node's side / the agent's",
      "instructions_per_job",
      [("figures", side, "cpu_us_per_job") for side in ("node", "agent")], ""),
