@@ -155,6 +155,10 @@ FIGURES = [
       ("figures", "floor/throughput", "jobs_per_s")], ""),
     ("push, HTTP agents: p50 over the floor's p50", "end_to_end",
      [("ratios", "push_http_p50_over_floor_p50")], "x"),
+    ("pushed assignments: p50 over the floor's p50 (the machine's PostgreSQL, measured in the "
+     "same run)", "end_to_end",
+     [ratio(("figures", "pushed/latency", "p50_ms"), ("figures", "floor/latency", "p50_ms"))],
+     "x"),
     ("polling 5 s p50 over push p50", "end_to_end", [("ratios", "poll_5s_p50_over_push_http_p50")],
      "x"),
     ("trivial request / empty claim / event p50 over the bare ASGI app's p50", "per_request",
