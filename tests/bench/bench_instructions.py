@@ -35,7 +35,8 @@ from tests.processes import REPO_ROOT
 
 pytestmark = [pytest.mark.services, pytest.mark.slow]
 
-#: Jobs counted per side (the runs with none are subtracted: see ``instructions_per_job``).
+#: Jobs counted per side (``node_job``, ``agent_job`` and ``wakeup_job`` subtract a run with none,
+#: ``tests.bench.machine.instructions_per_job``; ``daphne_job`` zeroes its count after its warm-up).
 COUNTED = {"node": size(200, 50), "agent": size(300, 100), "wakeup": size(1000, 300),
            "wakeup_python_parser": size(1000, 300), "node_as_deployed": size(200, 50)}  # fmt: skip
 #: The sides also timed without valgrind (a node as deployed is only counted: its CPU is the
