@@ -1,11 +1,10 @@
 """What a node spends on one pushed job as deployed, counted in instructions (or timed, with
 ``--latency``): the node started with the docs' command (``qprint-daphne``, the example project's
 settings and defaults, INFO logs to standard error, Redis for its channel layer) under
-``valgrind --tool=callgrind``; each job
-submitted through the application API over HTTP, pushed to the device's WebSocket with its
-document inline, and its ``RECEIVED``, ``SPOOLED`` and ``PRINTED`` sent as frames and answered.
-Unlike ``tests.bench.node_job`` (the node's own Python, in process), Daphne, Twisted, autobahn,
-the HTTP request and the channel layer's Redis are in the count.
+``valgrind --tool=callgrind``; each job submitted through the application API over HTTP, pushed to
+the device's WebSocket with its document inline, and its ``RECEIVED``, ``SPOOLED`` and ``PRINTED``
+sent as frames and answered. Unlike ``tests.bench.node_job`` (the node's own Python, in process),
+Daphne, Twisted, autobahn, the HTTP request and the channel layer's Redis are in the count.
 
     python -m tests.bench.daphne_job [jobs]              # instructions; valgrind installed
     python -m tests.bench.daphne_job --latency [jobs]    # the node's time per job
@@ -19,16 +18,16 @@ fifty times: the count repeats to about 1 %). ``BENCH_DAPHNE_MODULE=daphne`` sta
 device and the submissions are this process's, outside the count; the database is
 ``DATABASE_URL``'s server (``qprint_daphne_job``, made and migrated when missing).
 
-``--latency`` starts the same node without valgrind and times each job from the submission's
-start to the device's last answer, with its spans: the submission's ``201`` (the HTTP client's
-own time included), the assignment after it, ``RECEIVED``'s answer, and the answers of
-``SPOOLED`` and ``PRINTED``; and the CPU per job of the node and of this process (the client's and
-the device's). One job every ``PACE`` seconds: the node
-is idle between jobs, as in the end-to-end benchmark's 5 jobs/s, and the device's frames stay
-well under ``MAX_FRAMES_PER_SECOND``. The device answers at once, so the time is the node's and
-PostgreSQL's, and the client's. ``BENCH_DAPHNE_LOG_LEVEL`` sets the node's ``LOG_LEVEL`` (the
-example project's INFO when unset); ``BENCH_PROFILE=<dir>`` records the node with py-spy over the
-timed jobs (``tests.bench.profile``: ``BENCH_PROFILE_GIL=1``, ``BENCH_PROFILE_RATE``).
+``--latency`` starts the same node without valgrind and times each job from the submission's start
+to the device's last answer, with its spans: the submission's ``201`` (the HTTP client's own time
+included), the assignment after it, ``RECEIVED``'s answer, and the answers of ``SPOOLED`` and
+``PRINTED``; and the CPU per job of the node and of this process (the client's and the device's).
+One job every ``PACE`` seconds: the node is idle between jobs, as in the end-to-end benchmark's 5
+jobs/s, and the device's frames stay well under ``MAX_FRAMES_PER_SECOND``. The device answers at
+once, so the time is the node's and PostgreSQL's, and the client's. ``BENCH_DAPHNE_LOG_LEVEL`` sets
+the node's ``LOG_LEVEL`` (the example project's INFO when unset); ``BENCH_PROFILE=<dir>`` records
+the node with py-spy over the timed jobs (``tests.bench.profile``: ``BENCH_PROFILE_GIL=1``,
+``BENCH_PROFILE_RATE``).
 """
 
 from __future__ import annotations
