@@ -19,27 +19,27 @@ from __future__ import annotations
 
 import asyncio
 import warnings
-from collections.abc import Callable, Coroutine
+from collections.abc import Coroutine
+from types import ModuleType
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
 
-def _uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
-    """uvloop's ``new_event_loop`` when uvloop is installed, else None."""
+def _uvloop() -> ModuleType | None:
+    """The uvloop module when it is installed, else None."""
     try:
         import uvloop
     except ImportError:
         return None
-    return uvloop.new_event_loop
+    return uvloop
 
 
 def install() -> bool:
     """Make ``asyncio.new_event_loop()`` return uvloop's loop from now on, in every thread of the
     process (its loop policy); False, and nothing changed, when uvloop is not installed."""
-    try:
-        import uvloop
-    except ImportError:
+    uvloop = _uvloop()
+    if uvloop is None:
         return False
     with warnings.catch_warnings():
         # Python 3.14 deprecates the policies; Daphne's loop can be reached no other way.
@@ -50,5 +50,7 @@ def install() -> bool:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """``asyncio.run(main)``, on uvloop's loop when uvloop is installed."""
-    with asyncio.Runner(loop_factory=_uvloop_factory()) as runner:
+    uvloop = _uvloop()
+    factory = None if uvloop is None else uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=factory) as runner:
         return runner.run(main)
