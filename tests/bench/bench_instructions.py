@@ -60,12 +60,6 @@ def _command(side: str, *args: str) -> list[str]:
     return [sys.executable, "-m", f"tests.bench.{SIDES[side][0]}", *args]
 
 
-def _counting_command(side: str, jobs: int) -> list[str]:
-    if side == "node_as_deployed":  # it only counts: its one argument is the jobs
-        return _command(side, str(jobs))
-    return _command(side, "--instructions", str(jobs))
-
-
 def _environment(side: str) -> dict[str, str]:
     return {**os.environ, **SIDES[side][1]}
 
@@ -88,7 +82,7 @@ def test_instructions_per_job(bench_result):
     counting = {}
     for side, jobs in COUNTED.items():
         counting[side] = subprocess.Popen(
-            _counting_command(side, jobs), env=_environment(side),
+            _command(side, "--instructions", str(jobs)), env=_environment(side),
             cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
     counted = {}

@@ -1,37 +1,38 @@
-"""What a node spends on one pushed job as deployed, counted in instructions (or timed, with
-``--latency``): the node started with the docs' command (``qprint-daphne``, the example project's
-settings and defaults, INFO logs to standard error, Redis for its channel layer) under
-``valgrind --tool=callgrind``; each job submitted through the application API over HTTP, pushed to
-the device's WebSocket with its document inline, and its ``RECEIVED``, ``SPOOLED`` and ``PRINTED``
-sent as frames and answered. Unlike ``tests.bench.node_job`` (the node's own Python, in process),
-Daphne, Twisted, autobahn, the HTTP request and the channel layer's Redis are in the count.
+"""What a node spends on one pushed job as deployed, timed, or counted in instructions under
+``valgrind --tool=callgrind``: the node started with the docs' command (``qprint-daphne``, the
+example project's settings and defaults, INFO logs to standard error, Redis for its channel
+layer); each job submitted through the application API over HTTP, pushed to the device's
+WebSocket with its document inline, and its ``RECEIVED``, ``SPOOLED`` and ``PRINTED`` sent as
+frames and answered. Unlike ``tests.bench.node_job`` (the node's own Python, in process), Daphne,
+Twisted, autobahn, the HTTP request and the channel layer's Redis are in the count.
 
-    python -m tests.bench.daphne_job [jobs]              # instructions; valgrind installed
-    python -m tests.bench.daphne_job --latency [jobs]    # the node's time per job
+    python -m tests.bench.daphne_job [jobs]                  # the node's time per job
+    python -m tests.bench.daphne_job --instructions [jobs]   # instructions; valgrind installed
 
-DATABASE_URL and REDIS_URL name the servers. The node runs ``WARM_UP`` jobs first; then
-``callgrind_control`` zeroes its count, the jobs run, and the count is dumped: the instructions of
-all the node's threads over those jobs, per job (its heartbeat is an hour, so no ping falls in the
-count; the node's timers, its bus's and its cluster reads, do, a few per second of a run slowed
-fifty times: the count repeats to about 1 %). ``BENCH_DAPHNE_MODULE=daphne`` starts plain
-``python -m daphne`` instead (asyncio's own loop), to compare the two loops on the same code. The
-device and the submissions are this process's, outside the count; the database is
+DATABASE_URL and REDIS_URL name the servers. ``--instructions``: the node runs ``WARM_UP`` jobs
+first; then ``callgrind_control`` zeroes its count, the jobs run, and the count is dumped: the
+instructions of all the node's threads over those jobs, per job (its heartbeat is an hour, so no
+ping falls in the count; the node's timers, its bus's and its cluster reads, do, a few per second
+of a run slowed fifty times: the count repeats to about 1 %). ``BENCH_DAPHNE_MODULE=daphne`` starts
+plain ``python -m daphne`` instead (asyncio's own loop), to compare the two loops on the same code.
+The device and the submissions are this process's, outside the count; the database is
 ``DATABASE_URL``'s server (``qprint_daphne_job``, made and migrated when missing).
 
-``--latency`` starts the same node without valgrind and times each job from the submission's start
-to the device's last answer, with its spans: the submission's ``201`` (the HTTP client's own time
-included), the assignment after it, ``RECEIVED``'s answer, and the answers of ``SPOOLED`` and
-``PRINTED``; and the CPU per job of the node and of this process (the client's and the device's).
-One job every ``PACE`` seconds: the node is idle between jobs, as in the end-to-end benchmark's 5
-jobs/s, and the device's frames stay well under ``MAX_FRAMES_PER_SECOND``. The device answers at
-once, so the time is the node's and PostgreSQL's, and the client's. ``BENCH_DAPHNE_LOG_LEVEL`` sets
-the node's ``LOG_LEVEL`` (the example project's INFO when unset); ``BENCH_PROFILE=<dir>`` records
-the node with py-spy over the timed jobs (``tests.bench.profile``: ``BENCH_PROFILE_GIL=1``,
-``BENCH_PROFILE_RATE``).
+Without ``--instructions``, the same node runs without valgrind and times each job from the
+submission's start to the device's last answer, with its spans: the submission's ``201`` (the HTTP
+client's own time included), the assignment after it, ``RECEIVED``'s answer, and the answers of
+``SPOOLED`` and ``PRINTED``; and the CPU per job of the node and of this process (the client's and
+the device's). One job every ``PACE`` seconds: the node is idle between jobs, as in the end-to-end
+benchmark's 5 jobs/s, and the device's frames stay well under ``MAX_FRAMES_PER_SECOND``. The device
+answers at once, so the time is the node's and PostgreSQL's, and the client's.
+``BENCH_DAPHNE_LOG_LEVEL`` sets the node's ``LOG_LEVEL`` (the example project's INFO when unset);
+``BENCH_PROFILE=<dir>`` records the node with py-spy over the timed jobs (``tests.bench.profile``:
+``BENCH_PROFILE_GIL=1``, ``BENCH_PROFILE_RATE``).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import contextlib
@@ -50,9 +51,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 WARM_UP = 50
-#: ``--latency``: seconds between one job's last answer and the next submission.
+#: The timed run: seconds between one job's last answer and the next submission.
 PACE = 0.1
-#: ``--latency``: a job's spans, in order (ms).
+#: The timed run: a job's spans, in order (ms).
 SPANS = ("submission", "assignment", "received", "reports")
 DOCUMENT = base64.b64encode(b"%PDF-1.4\n" + b"0" * 2048).decode()
 #: The node's command: ``qprint.daphne`` as the docs deploy it, or ``daphne`` (plain Daphne).
@@ -208,7 +209,7 @@ def instructions_per_job(jobs: int) -> float:
 
 
 def latency(jobs: int) -> dict:
-    """The node's time per job, paced (``--latency``): p50/p90/p99 of the whole job, the median
+    """The node's time per job, paced: p50/p90/p99 of the whole job, the median
     of each span, and the CPU per job of the node and of this process (the client and the
     device, whose time is in the spans too)."""
     from tests.bench.common import latency_figures
@@ -248,14 +249,16 @@ def latency(jobs: int) -> dict:
 
 
 def main() -> None:
-    arguments = sys.argv[1:]
-    if arguments[:1] == ["--latency"]:
-        jobs = int(arguments[1]) if len(arguments) > 1 else 500
-        print(json.dumps(latency(jobs)))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("jobs", type=int, nargs="?", help="500 timed, 200 counted")
+    parser.add_argument("--instructions", action="store_true")
+    args = parser.parse_args()
+    if not args.instructions:
+        print(json.dumps(latency(500 if args.jobs is None else args.jobs)))
         return
     if shutil.which("valgrind") is None:
         sys.exit("valgrind is not installed")
-    jobs = int(arguments[0]) if arguments else 200
+    jobs = 200 if args.jobs is None else args.jobs
     per_job = instructions_per_job(jobs)
     print(json.dumps({"module": MODULE, "jobs": jobs, "instructions_per_job": round(per_job)}))
 
