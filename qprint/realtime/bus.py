@@ -18,9 +18,13 @@ Every Daphne process keeps one :class:`DeviceBus` per event loop. It holds
   the process's database threads publish leave on this loop through that instance too
   (:meth:`qprint.core.publisher.GroupPublisher.send_on`), not on the publisher's own thread;
 - the wakeups this process publishes for a device with a socket here, handed to that socket at
-  once (:func:`deliver_ahead`) while they also go out through the layer (a newer socket of the
-  device may be on another node); their copy through the layer, when it comes back here, is
-  dropped (:meth:`DeviceBus.from_layer`), so the socket handles each wakeup once;
+  once (:func:`deliver_ahead`). Their copy through the layer is for a newer socket of the device
+  on another node; when it comes back here it is dropped (:meth:`DeviceBus.from_layer`), so the
+  socket handles each wakeup once. A socket that reads its row on every wakeup (push mode) learns
+  in that read whether its connection still holds the row; while one is here the copy is owed,
+  not sent: sent when the read finds the row taken, fails or never comes (the socket closed,
+  :data:`OWED_COPY_SECONDS` passed), and never when it finds the row held
+  (:meth:`DeviceBus.settle`: a socket that takes the row later reads it after taking it);
 - a probe that publishes to its own channel every ``BUS_PROBE_SECONDS`` and waits to receive it:
   the end-to-end outage detector. ``RedisPubSubChannelLayer`` reconnects and resubscribes by
   itself but calls no ``on_reconnect`` hook, so the bus learns that Redis came back from its
@@ -48,7 +52,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from channels.layers import (
@@ -88,6 +92,9 @@ SUBSCRIPTION_WAIT_SECONDS = 1.0
 #: what there is).
 AHEAD_SECONDS = 10.0
 AHEAD_MAX = 10_000
+#: The longest the copy of a wakeup handed ahead to a socket that reads its row on wakeups waits
+#: for that read (:meth:`DeviceBus.settle`) before it is sent anyway.
+OWED_COPY_SECONDS = 1.0
 
 
 #: What a wakeup (``qprint.wake``) may say of its device's queue: true, a job was queued by the
@@ -116,6 +123,9 @@ def _ahead_key(message: dict[str, Any]) -> tuple[Any, ...] | None:
 
 class Socket(Protocol):
     device_id: int
+    #: Every wakeup makes it read its device's row in the claim's lock, then call
+    #: :meth:`DeviceBus.settle` (push mode).
+    reads_row_on_wakeup: bool
 
     def deliver(self, message: dict[str, Any]) -> None:
         """Queue ``message`` for the socket (never blocks)."""
@@ -179,6 +189,11 @@ class DeviceBus:
         self._ahead_lock = threading.Lock()
         #: Copies through the layer of messages handed ahead, dropped.
         self.copies_dropped = 0
+        #: Wakeups handed ahead whose copy waits for a socket's read (:meth:`settle`), by
+        #: :func:`_ahead_key`: the copy's send and the timer that sends it anyway (the loop's).
+        self._owed: dict[tuple[Any, ...], tuple[Callable[[], None], asyncio.TimerHandle]] = {}
+        #: Copies never sent: a socket here read its row and still held it.
+        self.copies_saved = 0
 
     # -- registry ---------------------------------------------------------------------------
 
@@ -231,6 +246,7 @@ class DeviceBus:
             sockets.discard(socket)
             if not sockets:
                 del self.sockets[socket.device_id]
+                self._send_owed(lambda key: key[1] == socket.device_id)
                 self.reconciled.discard(socket.device_id)
                 self._unsettled.add(socket.device_id)
                 self._changed.set()
@@ -255,20 +271,59 @@ class DeviceBus:
         for socket in list(self.sockets.get(device_id, ())):
             socket.deliver(message)
 
-    def deliver_ahead(self, message: dict[str, Any]) -> bool:
+    def deliver_ahead(self, message: dict[str, Any], copy: Callable[[], None]) -> bool:
         """From any thread: hand a wakeup that this process publishes through the layer to its
         device's sockets here now, and remember it so that its copy through the layer is dropped
-        (:meth:`from_layer`); False when no socket of the device is here (nothing done)."""
+        (:meth:`from_layer`). ``copy`` sends that copy: on this loop, at once, unless a socket
+        of the device here reads its row on every wakeup (then when :meth:`settle` says so).
+        False when no socket of the device is here (nothing done, ``copy`` not called)."""
         if message.get("device_id") not in self.sockets:  # a dict lookup: safe from a thread
             return False
         key = self._remember_ahead(message)
         try:
-            self.loop.call_soon_threadsafe(self.dispatch, message)
+            self.loop.call_soon_threadsafe(self._hand_ahead, message, key, copy)
         except RuntimeError:  # the loop closed meanwhile
             with self._ahead_lock:
                 self._ahead.pop(key, None)
             return False
         return True
+
+    def _hand_ahead(
+        self, message: dict[str, Any], key: tuple[Any, ...] | None, copy: Callable[[], None]
+    ) -> None:
+        sockets = self.sockets.get(message.get("device_id"), ())
+        if key is not None and any(socket.reads_row_on_wakeup for socket in sockets):
+            timer = self.loop.call_later(OWED_COPY_SECONDS, self.settle, message, False)
+            self._owed[key] = (copy, timer)
+        else:
+            copy()
+        self.dispatch(message)
+
+    def settle(self, message: dict[str, Any], held: bool) -> None:
+        """A socket here handled a wakeup (on the loop): ``held`` when it read its device's row in
+        the claim's lock and its connection held the row. The copy owed through the layer, if
+        any, is then never sent: a socket of the device that takes the row later (on another
+        node) reads the row after taking it, and finds what this wakeup would tell it. Otherwise
+        (the row taken, the read failed or did not happen) the copy is sent now."""
+        key = _ahead_key(message)
+        owed = self._owed.pop(key, None) if key is not None else None
+        if owed is None:
+            return
+        copy, timer = owed
+        timer.cancel()
+        if held:
+            self.copies_saved += 1
+            with self._ahead_lock:
+                self._ahead.pop(key, None)  # no copy comes back
+        else:
+            copy()
+
+    def _send_owed(self, which: Callable[[tuple[Any, ...]], bool]) -> None:
+        """Send the owed copies whose key ``which`` picks (no socket is left to read the row)."""
+        for key in [key for key in self._owed if which(key)]:
+            copy, timer = self._owed.pop(key)
+            timer.cancel()
+            copy()
 
     def _remember_ahead(self, message: dict[str, Any]) -> tuple[Any, ...] | None:
         """Remember a message handed to this process's sockets ahead of its copy through the
@@ -344,6 +399,7 @@ class DeviceBus:
     async def stop(self) -> None:
         # A flag as well as cancel(): Python 3.11's wait_for() can swallow a cancellation.
         self._stopping = True
+        self._send_owed(lambda key: True)
         process_publisher().stop_sending_on(self.loop)
         for task in self._tasks:
             task.cancel()
@@ -589,12 +645,28 @@ def deliver_locally(message: dict[str, Any]) -> int:
     return delivered
 
 
-def deliver_ahead(message: dict[str, Any]) -> bool:
+def deliver_ahead(message: dict[str, Any], copy: Callable[[], None]) -> bool:
     """Hand a wakeup that this process publishes through the layer to its device's sockets in
     this process now (thread-safe), ahead of its copy through the layer, which is then dropped
     here: a device whose socket is on the submitting node is woken without the round trip through
-    Redis. True when a socket of the device is here."""
-    return any([bus.deliver_ahead(message) for bus in all_buses()])
+    Redis. ``copy`` sends the copy (once): True when a socket of the device is here, whose bus
+    sends it (:meth:`DeviceBus.deliver_ahead`); False, nothing done: the caller sends it."""
+    once = _Once(copy)
+    return any([bus.deliver_ahead(message, once) for bus in all_buses()])
+
+
+class _Once:
+    """``send``, called at most once from any number of buses' loops."""
+
+    def __init__(self, send: Callable[[], None]) -> None:
+        self._send: Callable[[], None] | None = send
+        self._lock = threading.Lock()
+
+    def __call__(self) -> None:
+        with self._lock:
+            send, self._send = self._send, None
+        if send is not None:
+            send()
 
 
 def open_sockets() -> int:

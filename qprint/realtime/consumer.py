@@ -319,13 +319,26 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
 
     # -- messages from the bus, the drain and the timer ------------------------------------------
 
+    @property
+    def reads_row_on_wakeup(self) -> bool:
+        """Every wakeup makes this socket read its row (the bus's ``Socket``)."""
+        return not self.closing and self.session is not None and self.session.reads_row_on_wakeup
+
     async def qprint_wake(self, message: dict[str, Any]) -> None:
-        queued = message.get(bus.QUEUED)
-        plan = self.session.woken(queued if isinstance(queued, bool) else None)
-        if plan is None:
-            instruments.wakeup_handled(message, await self._reconcile())
-        else:
-            instruments.wakeup_handled(message, await self._carry_out(plan))
+        read = None
+        try:
+            queued = message.get(bus.QUEUED)
+            plan = self.session.woken(queued if isinstance(queued, bool) else None)
+            if plan is None:
+                read = await self._reconcile()
+                instruments.wakeup_handled(message, read)
+            else:
+                instruments.wakeup_handled(message, await self._carry_out(plan))
+        finally:
+            # The row was read (in push mode, in the claim's lock) and the connection held it,
+            # unless the read did not happen, failed, or found it taken (which closes the socket).
+            if self._bus is not None:
+                self._bus.settle(message, held=read is not None)
 
     async def qprint_reconcile(self, message: dict[str, Any]) -> None:
         since = message.get("subscribed_at")

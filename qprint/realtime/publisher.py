@@ -12,7 +12,10 @@ With the in-memory layer (one node) the wakeup is handed straight to this proces
 a cross-process layer, a socket of the device in this process is handed it at once as well, ahead
 of its copy through the layer, which the socket's bus drops
 (:func:`qprint.realtime.bus.deliver_ahead`): a device connected to the node that took its job is
-woken without a round trip through Redis.
+woken without a round trip through Redis. The copy is for a newer socket of the device on another
+node; a socket here in push mode reads its row on the wakeup, and when the read finds that its
+connection still holds the row, the copy is not sent at all (``DeviceBus.settle`` in
+:mod:`qprint.realtime.bus`).
 
 Messages carry the tenant, the device id and the time they were published (for the wake
 latency), and what the wakeup's reason says of the device's queue (``queued``: a job was
@@ -65,10 +68,6 @@ class ChannelLayerPublisher:
             bus.deliver_locally(message)
             self.counters.add("delivered_locally")
             return
-        # A socket of the device in this process is woken now; the layer's copy reaches the
-        # others (a newer socket of the device on another node) and is dropped here.
-        if bus.deliver_ahead(message):
-            self.counters.add("delivered_locally")
 
         def dropped(cause: str, error: BaseException | None) -> None:
             if cause == "queue_full":
@@ -87,9 +86,18 @@ class ChannelLayerPublisher:
                     error,
                 )
 
-        self.groups.send(
-            bus.device_group(device_id), message, counters=self.counters, on_drop=dropped
-        )
+        def send_copy() -> None:
+            self.groups.send(
+                bus.device_group(device_id), message, counters=self.counters, on_drop=dropped
+            )
+
+        # A socket of the device in this process is woken now; the layer's copy reaches the
+        # others (a newer socket of the device on another node), unless that socket's read of
+        # its row says no other needs it, and is dropped here.
+        if bus.deliver_ahead(message, send_copy):
+            self.counters.add("delivered_locally")
+        else:
+            send_copy()
 
 
 _installed: ChannelLayerPublisher | None = None

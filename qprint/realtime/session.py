@@ -222,6 +222,12 @@ class DeviceSession(SessionOperations):
         """The row read after a wakeup or a reconcile: wake the device if it may claim."""
         return self.plan(state, wake=True)
 
+    @property
+    def reads_row_on_wakeup(self) -> bool:
+        """Every wakeup makes this session read its device's row in the claim's lock (ready, in
+        push mode): the read tells whether its connection still holds the row."""
+        return self.ready and self.push_inline_max is not None
+
     def woken(self, queued: bool | None) -> Plan | None:
         """What a wakeup asks of this session: None, read the row (then :meth:`reconciled`); a
         plan, carried out without reading it. ``queued`` is what the wakeup says of the device's
@@ -245,7 +251,7 @@ class DeviceSession(SessionOperations):
         Before the device reported its state, nothing: that frame's statement reads the row."""
         if not self.ready:
             return Plan()
-        if self.push_inline_max is not None or queued is None:
+        if self.reads_row_on_wakeup or queued is None:
             return None
         if not queued:
             return Plan()

@@ -30,8 +30,9 @@ class SlowLayer:
 
 
 class Socket:
-    def __init__(self, device_id: int):
+    def __init__(self, device_id: int, *, reads_row_on_wakeup: bool = False):
         self.device_id = device_id
+        self.reads_row_on_wakeup = reads_row_on_wakeup
         self.messages: list[tuple[float, dict]] = []
 
     def deliver(self, message):
@@ -445,9 +446,11 @@ async def test_the_copy_of_a_wakeup_handed_ahead_is_dropped_and_no_other_message
     device_bus = DeviceBus(asyncio.get_running_loop(), None)
     socket = Socket(1)
     device_bus.attach(socket)
-    assert device_bus.deliver_ahead(wake(1, 1.0)) is True
-    assert device_bus.deliver_ahead(wake(2, 1.0)) is False  # no socket of device 2 here
+    copies: list[int] = []
+    assert device_bus.deliver_ahead(wake(1, 1.0), lambda: copies.append(1)) is True
+    assert device_bus.deliver_ahead(wake(2, 1.0), lambda: copies.append(2)) is False  # none here
     await eventually(lambda: len(wakes(socket)) == 1, 5, message="handed ahead")
+    assert copies == [1]  # sent at once: the socket does not read its row on wakeups
     device_bus.from_layer(wake(1, 1.0))  # its copy
     device_bus.from_layer(wake(1, 2.0))  # another process's
     device_bus.from_layer(wake(1, 1.0))  # a second copy: delivered (a duplicate is harmless)
@@ -455,7 +458,7 @@ async def test_the_copy_of_a_wakeup_handed_ahead_is_dropped_and_no_other_message
     assert device_bus.copies_dropped == 1
 
     for sent_at in (3.0, 4.0, 5.0, 6.0):
-        device_bus.deliver_ahead(wake(1, sent_at))
+        device_bus.deliver_ahead(wake(1, sent_at), lambda: None)
     await eventually(lambda: len(wakes(socket)) == 7, 5, message="four more handed ahead")
     device_bus.from_layer(wake(1, 3.0))  # forgotten: the fourth after it made room
     device_bus.from_layer(wake(1, 6.0))
@@ -463,6 +466,66 @@ async def test_the_copy_of_a_wakeup_handed_ahead_is_dropped_and_no_other_message
     assert device_bus.copies_dropped == 2
     device_bus.from_layer({"type": "qprint.replaced", "device_id": 1, "sent_at": 4.0})
     assert socket.messages[-1][1]["type"] == "qprint.replaced"  # not a wakeup handed ahead
+
+
+async def test_the_copy_of_a_wakeup_for_a_socket_that_reads_its_row_waits_for_that_read(
+    monkeypatch,
+):
+    """A socket that reads its device's row on every wakeup (push mode) is handed the wakeup and
+    its copy through the layer waits: never sent when the read found the row held by the
+    socket's connection, sent when it did not (taken, failed, not made), when the socket's device
+    has no socket left here, when the bus stops, and after ``OWED_COPY_SECONDS`` at the latest;
+    once, however many sockets of the device are here."""
+    monkeypatch.setattr(bus_module, "OWED_COPY_SECONDS", 0.2)
+    device_bus = DeviceBus(asyncio.get_running_loop(), None)
+    reader = Socket(1, reads_row_on_wakeup=True)
+    device_bus.attach(reader)
+    copies: list[float] = []
+
+    async def handed(sent_at: float) -> dict:
+        message = wake(1, sent_at)
+        once = bus_module._Once(lambda: copies.append(sent_at))
+        assert device_bus.deliver_ahead(message, once) is True
+        await eventually(lambda: message in wakes(reader), 5, message="handed ahead")
+        return message
+
+    held = await handed(1.0)
+    device_bus.settle(held, held=True)
+    assert device_bus.copies_saved == 1 and device_bus._owed == {}
+    device_bus.from_layer(wake(1, 1.0))  # another process's wakeup with the same key: delivered
+    assert [w["sent_at"] for w in wakes(reader)] == [1.0, 1.0]
+
+    taken = await handed(2.0)
+    assert copies == []
+    device_bus.settle(taken, held=False)
+    assert copies == [2.0]
+    device_bus.settle(taken, held=True)  # a second socket's read, later: nothing more
+    assert copies == [2.0] and device_bus.copies_saved == 1
+
+    await handed(3.0)  # never read
+    await eventually(lambda: copies == [2.0, 3.0], 5, message="sent once its time is up")
+
+    other = Socket(1)  # a socket of the same device that does not read its row on wakeups
+    device_bus.attach(other)
+    await handed(4.0)
+    assert copies == [2.0, 3.0]  # one socket here reads the row: the copy waits for it
+    device_bus.detach(other)
+    assert copies == [2.0, 3.0]
+    device_bus.detach(reader)  # the device's last socket here
+    assert copies == [2.0, 3.0, 4.0] and device_bus._owed == {}
+
+    device_bus.attach(reader)
+    await handed(5.0)
+    await device_bus.stop()
+    assert copies == [2.0, 3.0, 4.0, 5.0] and device_bus._owed == {}
+
+
+def test_a_copy_handed_to_several_buses_is_sent_once():
+    sent: list[int] = []
+    once = bus_module._Once(lambda: sent.append(1))
+    once()
+    once()
+    assert sent == [1]
 
 
 async def test_the_copy_of_a_replaced_published_here_is_dropped():

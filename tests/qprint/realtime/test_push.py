@@ -5,7 +5,9 @@ connection (same claim_id), and never sends ``wake`` in push mode."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import uuid
 
@@ -16,8 +18,10 @@ from qprint import api
 from qprint.core.conf import qprint_settings
 from qprint.domain import connection
 from qprint.models import PrintJob
+from qprint.realtime import bus
 from tests.qprint.realtime.conftest import adb, event_frame, observe_statements
 from tests.qprint.realtime.test_consumer import wait_idle
+from tests.waiting import eventually
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -314,3 +318,77 @@ async def test_a_release_wakeup_that_found_nothing_queued_is_read_only_in_push_m
     publisher.publish(device.tenant, device.pk, wakeups.JOB_RELEASED)
     assert await s.receive() == {"type": "wake"}
     assert await s.nothing(0.3)
+
+
+@contextlib.asynccontextmanager
+async def redis_layer(settings):
+    """This test's sockets and wakeups on a Redis of its own (the layer of a node of several)."""
+    from tests.processes import RedisServer
+
+    server = await asyncio.to_thread(RedisServer().start)
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": server.url}]},
+        }
+    }
+    try:
+        yield
+    finally:
+        for device_bus in bus.all_buses():
+            if device_bus.loop is asyncio.get_running_loop():
+                await device_bus.stop()
+                await device_bus.layer.flush()
+                await device_bus.publishing.flush()
+        await asyncio.to_thread(server.stop)
+
+
+@pytest.mark.services
+async def test_a_wakeup_of_a_socket_here_that_holds_its_row_sends_no_copy_through_redis(
+    device_and_token, sockets, settings
+):
+    """A job accepted on the node holding its device's socket in push mode: the socket is handed
+    the wakeup, claims, and its claim's lock finds its connection holding the row. The wakeup's
+    copy through Redis, for a newer socket of the device on another node, is never sent: a socket
+    that takes the row after that lock reads the row after taking it."""
+    from qprint.domain import wakeups
+
+    device, token = device_and_token
+    async with redis_layer(settings):
+        s = sockets(token)
+        await s.hello_and_ready(push=4096)
+        await wait_idle(s, device.pk)
+        counters = wakeups.get_publisher().counters
+        queued, local = counters.queued, counters.delivered_locally
+        job_id = await adb(submit, device)
+        frame = await s.receive()
+        assert (frame["type"], frame["job_id"]) == ("assignment", job_id)
+        device_bus = bus.current()
+        await eventually(lambda: device_bus.copies_saved == 1, 5, message="the copy not sent")
+        assert device_bus._owed == {}
+        assert (counters.queued, counters.delivered_locally) == (queued, local + 1)
+        await s.close()
+
+
+@pytest.mark.services
+async def test_a_wakeup_of_a_socket_here_whose_row_was_taken_sends_its_copy_through_redis(
+    device_and_token, sockets, settings
+):
+    """The same, but another connection (on another node) took the device's row and its
+    ``replaced`` has not arrived: the socket's claim finds the row taken and closes it (4000),
+    and the wakeup's copy goes through Redis for that connection's socket."""
+    from qprint.domain import wakeups
+
+    device, token = device_and_token
+    async with redis_layer(settings):
+        s = sockets(token)
+        await s.hello_and_ready(push=4096)
+        await wait_idle(s, device.pk)
+        counters = wakeups.get_publisher().counters
+        published = counters.published
+        await adb(connection.take, device.pk, uuid.uuid4(), "elsewhere", 20)  # no replaced
+        job_id = await adb(submit, device)
+        assert await s.receive_close() == 4000
+        await eventually(lambda: counters.published == published + 1, 5, message="copy sent")
+        assert bus.current().copies_saved == 0
+        assert (await adb(job_row, job_id)).status == "QUEUED"
