@@ -350,7 +350,8 @@ async def test_a_wakeup_of_a_socket_here_that_holds_its_row_sends_no_copy_throug
     """A job accepted on the node holding its device's socket in push mode: the socket is handed
     the wakeup, claims, and its claim's lock finds its connection holding the row. The wakeup's
     copy through Redis, for a newer socket of the device on another node, is never sent: a socket
-    that takes the row after that lock reads the row after taking it."""
+    that takes the row after that lock reads the row after taking it. So for the next job,
+    submitted while the first is held: its wakeup's read pushes nothing, and RECEIVED pushes it."""
     from qprint.domain import wakeups
 
     device, token = device_and_token
@@ -367,6 +368,15 @@ async def test_a_wakeup_of_a_socket_here_that_holds_its_row_sends_no_copy_throug
         await eventually(lambda: device_bus.copies_saved == 1, 5, message="the copy not sent")
         assert device_bus._owed == {}
         assert (counters.queued, counters.delivered_locally) == (queued, local + 1)
+
+        second = await adb(submit, device)
+        await eventually(lambda: device_bus.copies_saved == 2, 5, message="held: not sent")
+        assert await s.nothing(0.2)
+        await s.send(event_frame("r1", frame, "RECEIVED"))
+        assert (await s.receive())["request_id"] == "r1"
+        pushed = await s.receive()
+        assert (pushed["type"], pushed["job_id"]) == ("assignment", second)
+        assert (counters.queued, counters.delivered_locally) == (queued, local + 2)
         await s.close()
 
 
