@@ -379,9 +379,11 @@ class CpuMeter:
         self._stop.set()
         self._thread.join(5)
 
-    def reading(self) -> dict[str, float]:
-        """CPU seconds per kind so far (processes that ended: their last figure)."""
-        self._sample()
+    def reading(self, *, sample: bool = True) -> dict[str, float]:
+        """CPU seconds per kind so far (processes that ended: their last figure); ``sample``
+        False: as of the last sample (the one :meth:`parts` just took, say)."""
+        if sample:
+            self._sample()
         totals: dict[str, float] = dict.fromkeys(self.kinds, 0.0)
         with self._lock:
             for kind, ticks in self._last.values():
