@@ -91,9 +91,9 @@ class ChannelLayerPublisher:
                 bus.device_group(device_id), message, counters=self.counters, on_drop=dropped
             )
 
-        # A socket of the device in this process is woken now; the layer's copy reaches the
-        # others (a newer socket of the device on another node), unless that socket's read of
-        # its row says no other needs it, and is dropped here.
+        # A socket of the device in this process is woken now. The layer's copy is for a newer
+        # socket of the device on another node (dropped here when it comes back); while a socket
+        # here reads its row on wakeups, the bus sends it only if that read says one may exist.
         if bus.deliver_ahead(message, send_copy):
             self.counters.add("delivered_locally")
         else:

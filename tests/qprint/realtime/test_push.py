@@ -321,8 +321,10 @@ async def test_a_release_wakeup_that_found_nothing_queued_is_read_only_in_push_m
 
 
 @contextlib.asynccontextmanager
-async def redis_layer(settings):
-    """This test's sockets and wakeups on a Redis of its own (the layer of a node of several)."""
+async def pushing_socket_on_redis(settings, sockets, device, token):
+    """The device's socket in push mode, ready, with this test's sockets and wakeups on a Redis of
+    its own (the layer of a node of several); yields it and the wakeup publisher's counters."""
+    from qprint.domain import wakeups
     from tests.processes import RedisServer
 
     server = await asyncio.to_thread(RedisServer().start)
@@ -333,7 +335,10 @@ async def redis_layer(settings):
         }
     }
     try:
-        yield
+        s = sockets(token)
+        await s.hello_and_ready(push=4096)
+        await wait_idle(s, device.pk)
+        yield s, wakeups.get_publisher().counters
     finally:
         for device_bus in bus.all_buses():
             if device_bus.loop is asyncio.get_running_loop():
@@ -352,14 +357,8 @@ async def test_a_wakeup_of_a_socket_here_that_holds_its_row_sends_no_copy_throug
     copy through Redis, for a newer socket of the device on another node, is never sent: a socket
     that takes the row after that lock reads the row after taking it. So for the next job,
     submitted while the first is held: its wakeup's read pushes nothing, and RECEIVED pushes it."""
-    from qprint.domain import wakeups
-
     device, token = device_and_token
-    async with redis_layer(settings):
-        s = sockets(token)
-        await s.hello_and_ready(push=4096)
-        await wait_idle(s, device.pk)
-        counters = wakeups.get_publisher().counters
+    async with pushing_socket_on_redis(settings, sockets, device, token) as (s, counters):
         queued, local = counters.queued, counters.delivered_locally
         job_id = await adb(submit, device)
         frame = await s.receive()
@@ -387,14 +386,8 @@ async def test_a_wakeup_of_a_socket_here_whose_row_was_taken_sends_its_copy_thro
     """The same, but another connection (on another node) took the device's row and its
     ``replaced`` has not arrived: the socket's claim finds the row taken and closes it (4000),
     and the wakeup's copy goes through Redis for that connection's socket."""
-    from qprint.domain import wakeups
-
     device, token = device_and_token
-    async with redis_layer(settings):
-        s = sockets(token)
-        await s.hello_and_ready(push=4096)
-        await wait_idle(s, device.pk)
-        counters = wakeups.get_publisher().counters
+    async with pushing_socket_on_redis(settings, sockets, device, token) as (s, counters):
         published = counters.published
         await adb(connection.take, device.pk, uuid.uuid4(), "elsewhere", 20)  # no replaced
         job_id = await adb(submit, device)
