@@ -246,7 +246,7 @@ class DeviceBus:
             sockets.discard(socket)
             if not sockets:
                 del self.sockets[socket.device_id]
-                self._send_owed(lambda key: key[1] == socket.device_id)
+                self._send_owed(socket.device_id)
                 self.reconciled.discard(socket.device_id)
                 self._unsettled.add(socket.device_id)
                 self._changed.set()
@@ -318,9 +318,11 @@ class DeviceBus:
         else:
             copy()
 
-    def _send_owed(self, which: Callable[[tuple[Any, ...]], bool]) -> None:
-        """Send the owed copies whose key ``which`` picks (no socket is left to read the row)."""
-        for key in [key for key in self._owed if which(key)]:
+    def _send_owed(self, device_id: int | None = None) -> None:
+        """Send the owed copies of ``device_id``'s wakeups (every device's: None), when no socket
+        is left here to read the row."""
+        # A key's second item is its wakeup's device (:func:`_ahead_key`).
+        for key in [key for key in self._owed if device_id is None or key[1] == device_id]:
             copy, timer = self._owed.pop(key)
             timer.cancel()
             copy()
@@ -399,7 +401,7 @@ class DeviceBus:
     async def stop(self) -> None:
         # A flag as well as cancel(): Python 3.11's wait_for() can swallow a cancellation.
         self._stopping = True
-        self._send_owed(lambda key: True)
+        self._send_owed()
         process_publisher().stop_sending_on(self.loop)
         for task in self._tasks:
             task.cancel()
