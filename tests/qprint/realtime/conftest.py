@@ -21,6 +21,23 @@ from tests.qprint.realtime.cluster import two_nodes
 SOCKET_PATH = "/qprint/ws/device/"
 
 
+def redis_layers(url: str) -> dict[str, Any]:
+    """``CHANNEL_LAYERS`` for the Redis at ``url``, as a node of several configures it."""
+    return {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": url}]},
+        }
+    }
+
+
+async def close_bus(device_bus: bus.DeviceBus) -> None:
+    """Stop a bus, and close the connections of its layers (before their Redis stops)."""
+    await device_bus.stop()
+    await device_bus.layer.flush()
+    await device_bus.publishing.flush()
+
+
 @pytest.fixture(scope="module")
 def redis():
     """A Redis of the module's own (its nodes' channel layer)."""

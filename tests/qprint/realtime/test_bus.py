@@ -16,6 +16,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 from qprint.realtime import bus as bus_module
 from qprint.realtime.bus import DeviceBus
 from tests.processes import RedisServer
+from tests.qprint.realtime.conftest import close_bus, redis_layers
 from tests.waiting import eventually
 
 
@@ -368,9 +369,7 @@ async def pausable_redis():
 async def stop_bus(device_bus: DeviceBus, paused: PausableRedis) -> None:
     """Redis takes writes again, the bus stops and its layers close their connections."""
     paused.take_writes()
-    await device_bus.stop()
-    await device_bus.layer.flush()
-    await device_bus.publishing.flush()
+    await close_bus(device_bus)
 
 
 @pytest.mark.services
@@ -415,12 +414,7 @@ def test_a_layer_that_reaches_other_processes_is_published_on_through_an_instanc
 ):
     """A node's bus publishes on a second instance of the configured layer (its own connection
     to Redis); the in-memory layer, bound to one process, is its own publisher."""
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:6379/0"}]},
-        }
-    }
+    settings.CHANNEL_LAYERS = redis_layers("redis://127.0.0.1:6379/0")
     layer = get_channel_layer()
     publishing = bus_module.publishing_layer(layer)
     assert type(publishing) is type(layer) and publishing is not layer
@@ -569,12 +563,7 @@ async def test_a_wakeup_for_a_socket_on_the_publishing_node_skips_the_round_trip
 
     settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
     async with pausable_redis() as paused:
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [{"address": paused.url}]},
-            }
-        }
+        settings.CHANNEL_LAYERS = redis_layers(paused.url)
         device_bus = bus_module.current()
         publisher = ChannelLayerPublisher(GroupPublisher(16))
         socket = Socket(7)
@@ -607,12 +596,7 @@ async def test_a_running_bus_sends_the_wakeups_of_its_process_on_its_own_loop(se
     from qprint.realtime.publisher import ChannelLayerPublisher
 
     settings.QPRINT = {**getattr(settings, "QPRINT", {}), "BUS_PROBE_SECONDS": 60}
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": services.redis_url}]},
-        }
-    }
+    settings.CHANNEL_LAYERS = redis_layers(services.redis_url)
     loop = asyncio.get_running_loop()
     device_bus = bus_module.current()
     sent_here: list[int] = []
@@ -639,8 +623,6 @@ async def test_a_running_bus_sends_the_wakeups_of_its_process_on_its_own_loop(se
         assert (message["device_id"], sent_here) == (9, [9])  # through the thread
         await eventually(lambda: publisher.counters.published == 2, 5, message="both counted")
     finally:
-        await device_bus.stop()
-        await device_bus.layer.flush()
-        await device_bus.publishing.flush()
+        await close_bus(device_bus)
         await other_node.flush()
         bus_module._buses.pop(loop, None)

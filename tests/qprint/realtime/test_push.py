@@ -19,7 +19,13 @@ from qprint.core.conf import qprint_settings
 from qprint.domain import connection
 from qprint.models import PrintJob
 from qprint.realtime import bus
-from tests.qprint.realtime.conftest import adb, event_frame, observe_statements
+from tests.qprint.realtime.conftest import (
+    adb,
+    close_bus,
+    event_frame,
+    observe_statements,
+    redis_layers,
+)
 from tests.qprint.realtime.test_consumer import wait_idle
 from tests.waiting import eventually
 
@@ -328,12 +334,7 @@ async def pushing_socket_on_redis(settings, sockets, device, token):
     from tests.processes import RedisServer
 
     server = await asyncio.to_thread(RedisServer().start)
-    settings.CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [{"address": server.url}]},
-        }
-    }
+    settings.CHANNEL_LAYERS = redis_layers(server.url)
     try:
         s = sockets(token)
         await s.hello_and_ready(push=4096)
@@ -342,9 +343,7 @@ async def pushing_socket_on_redis(settings, sockets, device, token):
     finally:
         for device_bus in bus.all_buses():
             if device_bus.loop is asyncio.get_running_loop():
-                await device_bus.stop()
-                await device_bus.layer.flush()
-                await device_bus.publishing.flush()
+                await close_bus(device_bus)
         await asyncio.to_thread(server.stop)
 
 
