@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
+
+from django.core.exceptions import ValidationError
 
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid
+from qprint.core.text import storable
 
 #: What PostgreSQL cannot store as text: NUL, and the surrogates UTF-8 cannot encode.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 INVALID = "invalid"
 INVALID_TEXT = "invalid_text"
@@ -46,7 +47,7 @@ def refuse(code: str, name: str, problem: str) -> Invalid:
 
 def check_string(name: str, value: str) -> str:
     """``value`` unless it holds a NUL or a lone surrogate (``invalid_text``)."""
-    if _UNSTORABLE.search(value):
+    if not storable(value):
         raise refuse(INVALID_TEXT, name, "holds a NUL character or a lone surrogate.")
     return value
 
@@ -70,6 +71,25 @@ def required_text(name: str, value: Any, max_length: int) -> str:
     return checked
 
 
+#: Why a device name may not hold "/": the name is one segment of the device's API URLs
+#: (``api/v1/devices/<name>/pause``), where a "/" would name another device or another action.
+DEVICE_NAME_SLASH = "may not contain '/': the name is part of the device's URLs."
+
+
+def device_name(name: str, value: Any) -> str:
+    """A device's name as it is made: a non-empty string of at most 150 characters, no "/"."""
+    checked = required_text(name, value, 150)
+    if "/" in checked:
+        raise refuse(INVALID, name, DEVICE_NAME_SLASH)
+    return checked
+
+
+def validate_device_name(value: str) -> None:
+    """The model field's validator of the same rule (admin forms)."""
+    if "/" in value:
+        raise ValidationError(f"A device name {DEVICE_NAME_SLASH}", code="invalid")
+
+
 def integer(name: str, value: Any) -> int:
     """A JSON integer: an int, or a number with no fraction (``3.0``: JSON does not tell them
     apart). Never a boolean."""
@@ -84,7 +104,7 @@ def lookup_name(name: str, value: Any, max_length: int = 255) -> str | None:
     """A name used only to look a row up (a device name in a URL or a query string). ``None``
     when it cannot name any row, so the caller answers as for a name that does not exist
     (never a database error)."""
-    if not isinstance(value, str) or len(value) > max_length or _UNSTORABLE.search(value):
+    if not isinstance(value, str) or len(value) > max_length or not storable(value):
         return None
     return value
 

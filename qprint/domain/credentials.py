@@ -62,8 +62,10 @@ def new_secret() -> str:
 
 
 def hash_secret(secret: str) -> str:
-    """The SHA-256 hex digest stored in place of ``secret``."""
-    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+    """The SHA-256 hex digest stored in place of ``secret``. A presented secret is hashed
+    whatever it holds: a lone surrogate (a JSON ``"\\ud800"``), which no secret made here
+    contains, gives a digest that matches nothing."""
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
 
 
 _DEVICE_BY_TOKEN = PreparedQuery(
@@ -321,6 +323,7 @@ def create_device(
     tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
+    name = inputs.device_name("name", name)
     if kind not in DeviceKind.values:
         raise Invalid(message=f"kind: must be one of {', '.join(DeviceKind.values)}.")
     description = inputs.text("description", description, 10000)

@@ -9,6 +9,7 @@ from django.db import models
 from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
+from qprint.core.inputs import validate_device_name
 from qprint.models.querysets import DeviceQuerySet
 
 
@@ -23,7 +24,7 @@ class DeviceKind(models.TextChoices):
 
 class Device(models.Model):
     tenant = models.CharField(_("tenant"), max_length=100, db_index=True)
-    name = models.CharField(_("name"), max_length=150)
+    name = models.CharField(_("name"), max_length=150, validators=[validate_device_name])
     description = models.TextField(_("description"), blank=True, default="")
     token_hash = models.CharField(
         _("token hash"),

@@ -201,6 +201,17 @@ def test_device_added_in_the_admin_gets_a_token_shown_once(admin_client):
     assert token.encode() in answer.content
 
 
+def test_a_device_name_with_a_slash_is_refused_in_the_form(admin_client):
+    """A device's name is one segment of its API URLs (``api/v1/devices/<name>/pause``)."""
+    answer = admin_client.post(
+        reverse("admin:qprint_device_add"),
+        {"tenant": "acme", "name": "shop/front", "kind": "agent", "description": ""},
+    )
+    assert answer.status_code == 200
+    assert "may not contain" in answer.content.decode()
+    assert not Device.objects.filter(name="shop/front").exists()
+
+
 def test_application_key_is_shown_once_and_its_hash_never(admin_client):
     answer = admin_client.post(
         reverse("admin:qprint_applicationkey_add"), {"tenant": "acme", "name": "erp"}

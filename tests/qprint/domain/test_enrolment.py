@@ -197,4 +197,8 @@ def test_http_enrolment_answers_as_the_oauth_device_grant(client):
     assert granted["Cache-Control"] == "no-store"
     bad = client.post(token_url, {"device_code": 5}, content_type="application/json")
     assert (bad.status_code, bad.json()["error"]) == (400, "invalid_request")
+    # A code holding a lone surrogate (a JSON "\ud800") is no code made here: unknown.
+    for text in (b'{"device_code": "\\ud800"}', b'{"device_code": "abc\\udfff"}'):
+        odd = client.post(token_url, text, content_type="application/json")
+        assert (odd.status_code, odd.json()["error"]) == (400, "invalid_grant")
     assert client.get(token_url).status_code == 405

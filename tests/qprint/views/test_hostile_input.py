@@ -370,6 +370,7 @@ def test_host_code_meets_the_same_boundary(world):
         lambda: api.replace_printers(world.dev.device, [{"name": NUL}]),
         lambda: api.send_command(world.dev.device, "PING", {"a": float("nan")}),
         lambda: api.create_device("acme", "desk" + NUL),
+        lambda: api.create_device("acme", "shop/desk"),  # a name is one segment of its URLs
     ):
         with pytest.raises(Invalid):
             call()
