@@ -313,7 +313,8 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
             continue
         if response.status_code == 429 or response.status_code >= 500:
             retry_after = response.headers.get("Retry-After", "")
-            interval = max(interval, float(retry_after) if retry_after.isdigit() else interval)
+            if retry_after.isascii() and retry_after.isdigit():
+                interval = max(interval, float(retry_after))
             continue
         if code == "access_denied":
             raise EnrolmentEnded(REFUSED, "an operator refused this enrolment")

@@ -398,7 +398,7 @@ class CupsSpooler(Spooler):
 
     def follow(self, ref: str, timeout: float) -> Outcome:
         queue, _, number = ref.rpartition("-")
-        client = self._ipp(queue) if number.isdigit() else None
+        client = self._ipp(queue) if number.isascii() and number.isdigit() else None
         if client is not None:
             return follow_ipp_job(
                 client,

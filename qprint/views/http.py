@@ -190,7 +190,13 @@ def present_application_key(request: HttpRequest):
     one) is looked up first, so a client without a key never makes a node read a large body.
     401 when absent or malformed."""
     declared = request.headers.get("Content-Length", "")
-    if not declared.isdigit() or int(declared) > MAX_JSON_BODY_BYTES:
+    small = (
+        declared.isascii()  # "²" is a digit to ``isdigit`` but no number to ``int``
+        and declared.isdigit()
+        and len(declared) <= len(str(MAX_JSON_BODY_BYTES))
+        and int(declared) <= MAX_JSON_BODY_BYTES
+    )
+    if not small:
         return authenticate_application(request)
     return credentials.PresentedKey(bearer_token(request), source=client_address(request))
 

@@ -405,3 +405,16 @@ def test_an_empty_query_parameter_is_refused_not_read_as_absent(world):
         answer = world.client.get(reverse("qprint:jobs") + query, **world.key.auth)
         assert answer.status_code == 422, query
         assert answer.json()["error"] == "invalid"
+
+
+def test_a_content_length_of_a_digit_that_is_no_number_is_not_a_small_body(world):
+    """``Content-Length: ²`` is a digit to Python's ``isdigit`` but no number: the key is looked
+    up the usual way and the request answered, never a server error."""
+    answer = world.client.post(
+        reverse("qprint:jobs"),
+        raw(submission()),
+        content_type="application/json",
+        CONTENT_LENGTH="\u00b2",
+        **world.key.auth,
+    )
+    assert answer.status_code < 500, answer.content
