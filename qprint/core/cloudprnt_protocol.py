@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
+from qprint.core.text import storable
+
 #: What the server asks the printer about itself, answered in its next poll's ``clientAction``.
 CLIENT_ACTIONS = ("ClientType", "ClientVersion", "Encodings", "GetPollInterval")
 
@@ -175,8 +177,9 @@ class Poll:
             found["encodings"] = [
                 e.strip() for e in self.reported["Encodings"].split(";") if e.strip()
             ][:MAX_ACTIONS]
-        interval = self.reported.get("GetPollInterval", "")
-        if interval.strip().isdigit() and 0 < int(interval) <= 3600:
+        interval = self.reported.get("GetPollInterval", "").strip()
+        # ASCII digits only: "²" is a digit to ``isdigit`` but no number to ``int``.
+        if interval.isascii() and interval.isdigit() and 0 < int(interval) <= 3600:
             found["poll_interval"] = int(interval)
         return found
 
@@ -193,6 +196,8 @@ def parse_poll(body: bytes) -> Poll:
     status_code = data.get("statusCode", "200 OK")
     if not isinstance(status_code, str | int) or isinstance(status_code, bool):
         raise ProtocolError("statusCode: a string such as '200 OK' is required.")
+    if not storable(unquote(str(status_code))):
+        raise ProtocolError("statusCode: holds a NUL character or a lone surrogate.")
     printing = data.get("printingInProgress", False)
     if not isinstance(printing, bool):
         raise ProtocolError("printingInProgress: true or false.")
@@ -216,6 +221,11 @@ def _client_actions(actions: Any) -> dict[str, str]:
         request, result = item.get("request"), item.get("result")
         if isinstance(request, str) and request in CLIENT_ACTIONS and result is not None:
             reported[request] = str(result)[:MAX_RESULT_LENGTH]
+            if not storable(reported[request]):
+                raise ProtocolError(
+                    f"clientAction: the result of {request} holds a NUL character or a lone "
+                    "surrogate."
+                )
     return reported
 
 

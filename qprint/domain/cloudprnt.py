@@ -43,6 +43,7 @@ from qprint.core import cluster, gate
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Conflict, EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.states import JobStatus
+from qprint.core.text import storable
 from qprint.documents import render, stack, storage
 from qprint.domain import claim, connection, credentials, devices, events
 from qprint.models import Device, DeviceKind, PrintJob
@@ -169,17 +170,18 @@ def poll(device: Device, report: protocol.Poll, *, node: str | None = None) -> P
             device.pk, report.mac, node, qprint_settings.CLOUDPRNT_POLL_SECONDS
         )
     except connection.MacRefused as refused:
-        logger.warning(
-            "cloudprnt_mac_refused device=%s bound=%s polled=%s", device, refused.bound, report.mac
-        )
-        devices.keep_agent_info(
-            device.pk, {"refused_mac": report.mac, "refused_at": datetime.now(UTC).isoformat()}
-        )
-        raise MacRefused(
-            message=f"This device is bound to printer {refused.bound}; "
-            f"a poll came from {report.mac}."
-        ) from None
+        raise _mac_refused(device, refused.bound, report.mac, "poll") from None
     return _answer(device, polled, report, node)
+
+
+def _mac_refused(device: Device, bound: str, mac: str, what: str) -> MacRefused:
+    """The refusal of a poll, GET or confirmation from a printer other than the bound one, logged
+    and kept in the device's ``agent_info`` (``refused_mac``, ``refused_at``) for the admin."""
+    logger.warning("cloudprnt_mac_refused device=%s bound=%s polled=%s", device, bound, mac)
+    devices.keep_agent_info(
+        device.pk, {"refused_mac": mac, "refused_at": datetime.now(UTC).isoformat()}
+    )
+    return MacRefused(message=f"This device is bound to printer {bound}; a {what} came from {mac}.")
 
 
 def poll_live(
@@ -191,7 +193,10 @@ def poll_live(
     statement matched nothing (it wrote nothing): authenticate the way every device does
     (:func:`qprint.domain.credentials.authenticate_device`, whose throttle counts the wrong
     credentials) and :func:`poll`. The token is hashed and the stored hash compared in constant
-    time as the credential lookup does."""
+    time as the credential lookup does. A user name the database could not hold (a NUL) names
+    no device: the full way answers it."""
+    if not storable(user):
+        return None
     node = node or cluster.node_id()
     digest = credentials.hash_secret(token)
     found = connection.poll_live(
@@ -296,8 +301,9 @@ def _event_id(claim_id: uuid.UUID, step: str) -> str:
 
 def _held_job(device: Device, token: str | None, statuses: tuple[str, ...] | None) -> PrintJob:
     """The device's job under claim ``token`` (absent: the job it holds, the latest claimed) in
-    ``statuses`` (``None``: any status but QUEUED)."""
-    jobs = PrintJob.objects.filter(device_id=device.pk)
+    ``statuses`` (``None``: any status but QUEUED). A job never claimed (cancelled or expired
+    while queued) is none of them."""
+    jobs = PrintJob.objects.filter(device_id=device.pk, claimed_at__isnull=False)
     jobs = jobs.filter(status__in=statuses) if statuses else jobs.exclude(status=JobStatus.QUEUED)
     if token:
         try:
@@ -310,18 +316,17 @@ def _held_job(device: Device, token: str | None, statuses: tuple[str, ...] | Non
     return job
 
 
-def check_mac(device: Device, mac: str) -> None:
-    """A job request names the printer the device is bound to (403 otherwise)."""
+def check_mac(device: Device, mac: str, what: str) -> None:
+    """A job's GET or confirmation (``what``) names the printer the device is bound to (403
+    otherwise)."""
     if device.printer_mac and mac != device.printer_mac:
-        raise MacRefused(
-            message=f"This device is bound to printer {device.printer_mac}, not {mac}."
-        )
+        raise _mac_refused(device, device.printer_mac, mac, what)
 
 
 def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetched:
     """The job's document in ``media_type`` (404 no such job, 415 not offered in that type);
     the job becomes RECEIVED, once."""
-    check_mac(device, mac)
+    check_mac(device, mac, "job request")
     job = _held_job(device, token, (JobStatus.CLAIMED, JobStatus.RECEIVED))
     types = offered(device.settings, job.content_type)
     media_type = (media_type or (types[0] if types else "")).strip().lower()
@@ -379,7 +384,7 @@ class Confirmed:
 def confirm(device: Device, mac: str, token: str | None, said: protocol.Confirmation) -> Confirmed:
     """The printer's confirmation of the job ``token``: PRINTED, or FAILED with the code and its
     meaning. A confirmation repeated, or for a job that ended meanwhile, changes nothing."""
-    check_mac(device, mac)
+    check_mac(device, mac, "confirmation")
     job = _held_job(device, token, None)
     status = said.status
     if said.printed:

@@ -2,6 +2,7 @@
 own state, and what the endpoint refuses."""
 
 import base64
+import logging
 
 import pytest
 from django.db import connection
@@ -304,12 +305,40 @@ def test_an_expired_job_is_not_offered(printer):
 
 
 def test_an_older_firmware_without_token_gets_the_held_job(printer):
+    """Without ``token`` the GET and the confirmation are of the job the printer holds, never of
+    one that was cancelled before anything claimed it (it has no claim time)."""
+    never_claimed = submit()
+    api.cancel_job(never_claimed)
     job = submit()
     printer.poll()
     reply = printer.fetch(None, "application/vnd.star.starprnt")
     assert reply.status == 200 and reply.body == STARPRNT
     assert printer.confirm(None).json()["status"] == "PRINTED"
     assert job_of(job).status == "PRINTED"
+    assert job_of(never_claimed).status == "CANCELLED"
+
+
+@pytest.mark.parametrize("request_kind", ["job request", "confirmation"])
+def test_a_job_request_from_another_mac_is_logged_and_kept_as_a_poll_is(
+    printer, made, caplog, request_kind
+):
+    """docs/CLOUDPRNT.md, "Security": a GET or a confirmation from another MAC with the same
+    credential is refused 403, changes nothing, is logged and kept in ``agent_info`` for the
+    admin, as a poll from it is."""
+    device, _ = made
+    job = submit()
+    token = printer.poll()["jobToken"]
+    impostor = StarPrinter(printer.send, printer.name, printer.token, mac="00:11:62:ff:ff:ff")
+    with caplog.at_level(logging.WARNING, logger="qprint.cloudprnt"):
+        if request_kind == "job request":
+            reply = impostor.fetch(token, "application/vnd.star.starprnt")
+        else:
+            reply = impostor.confirm(token)
+    assert reply.status == 403 and reply.json()["error"] == "printer_mismatch"
+    assert f"a {request_kind} came from 00:11:62:ff:ff:ff" in reply.json()["message"]
+    assert "cloudprnt_mac_refused" in caplog.text
+    assert Device.objects.get(pk=device.pk).agent_info["refused_mac"] == impostor.mac
+    assert job_of(job).status == "CLAIMED"
 
 
 def test_answers_are_never_cached(printer):

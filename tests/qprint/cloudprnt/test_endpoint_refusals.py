@@ -3,6 +3,7 @@ throttled), hostile polls, other methods, malformed tokens, unknown kinds; and t
 command's output."""
 
 import base64
+import json
 import uuid
 
 import pytest
@@ -11,7 +12,7 @@ from django.test import override_settings
 from django.urls import reverse
 
 from qprint import api
-from qprint.models import Device
+from qprint.models import Device, DevicePrinter
 from tests.qprint.cloudprnt.endpoint import job_of, submit
 from tests.qprint.cloudprnt.simulator import StarPrinter, over_test_client
 from tests.qprint.factories import make_device, make_key
@@ -67,6 +68,17 @@ def test_failed_authentications_are_throttled(client, url, printer):
         (b'{"printerMAC": "00:11:62:00:00:01", "clientAction": 7}', 400, "invalid_poll"),
         (b'{"printerMAC": "00:11:62:00:00:01", "printingInProgress": "yes"}', 400, "invalid_poll"),
         (b"\xff\xfe", 400, "invalid_poll"),
+        # Text the database cannot hold, as the printer sends it or URL-encoded: refused before
+        # the poll binds the MAC or takes the connection.
+        (b'{"printerMAC": "00:11:62:00:00:01", "statusCode": "299%20%00x"}', 400, "invalid_poll"),
+        (b'{"printerMAC": "00:11:62:00:00:01", "statusCode": "299 \\u0000"}', 400, "invalid_poll"),
+        (b'{"printerMAC": "00:11:62:00:00:01", "statusCode": "299 \\ud800"}', 400, "invalid_poll"),
+        (
+            b'{"printerMAC": "00:11:62:00:00:01", '
+            b'"clientAction": [{"request": "ClientType", "result": "x\\u0000"}]}',
+            400,
+            "invalid_poll",
+        ),
         (b"{" + b'"x": "' + b"a" * 20000 + b'"}', 413, "request_too_large"),
     ],
 )
@@ -78,6 +90,48 @@ def test_hostile_polls_get_clear_errors_and_change_nothing(printer, body, status
     assert job_of(job).status == "QUEUED"
     device = Device.objects.get(name="counter")
     assert device.printer_mac == "" and device.connection_id is None
+
+
+@pytest.mark.parametrize("interval", ["\u00b2", "\u2460", "5\u00b9", "0", "99999", "soon"])
+def test_a_poll_interval_that_is_no_number_of_seconds_is_left_out(printer, made, interval):
+    """``GetPollInterval`` answered with what is no whole number of seconds from 1 to 3600
+    (a Unicode digit such as "²" included) is not kept; the poll is answered as any other."""
+    device, _ = made
+    body = {
+        "printerMAC": printer.mac,
+        "clientAction": [
+            {"request": "GetPollInterval", "result": interval},
+            {"request": "ClientType", "result": "Star mC-Print3"},
+        ],
+    }
+    reply = printer.send(
+        "POST",
+        {},
+        json.dumps(body).encode(),
+        {**printer.headers, "Content-Type": "application/json"},
+    )
+    assert reply.status == 200, reply.body
+    capabilities = DevicePrinter.objects.get(device=device).capabilities
+    assert capabilities["model"] == "Star mC-Print3"
+    assert "poll_interval" not in capabilities
+
+
+def test_a_user_name_the_database_cannot_hold_is_401_and_counted(printer):
+    """A NUL in the Basic user name names no device: 401 with the challenge, and a wrong token
+    with it counts toward the throttle as any other (never the database's refusal)."""
+
+    def basic(user: bytes, token: bytes) -> dict[str, str]:
+        credential = base64.b64encode(user + b":" + token).decode()
+        return {"Authorization": f"Basic {credential}", "Content-Type": "application/json"}
+
+    poll = json.dumps({"printerMAC": printer.mac}).encode()
+    with override_settings(QPRINT={"AUTH_FAILURE_LIMIT": 2}):
+        right_token = printer.send("POST", {}, poll, basic(b"counter\x00", printer.token.encode()))
+        wrong = [printer.send("POST", {}, poll, basic(b"counter\x00", b"wrong")) for _ in range(3)]
+    assert right_token.status == 401
+    assert right_token.headers["WWW-Authenticate"].startswith("Basic")
+    assert [r.status for r in wrong] == [401, 401, 429]
+    assert not Device.objects.get(name="counter").printer_mac
 
 
 def test_other_methods_are_405(client, url):
