@@ -36,7 +36,13 @@ KNOWN = frozenset(
 )
 FITS = ("scale",)
 _MEDIA = re.compile(r"[\w.-]{1,100}")
-_RANGE = re.compile(r"^\s*(\d+)\s*(?:-\s*(\d+)\s*)?$")
+_RANGE = re.compile(r"^\s*([0-9]{1,9})\s*(?:-\s*([0-9]{1,9})\s*)?$")
+
+
+def _shown(value: Any) -> str:
+    """``value`` as a refusal quotes it, cut short: what a client sent may be long."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 class OptionError(ValueError):
@@ -80,7 +86,7 @@ def _page_ranges(value: Any) -> tuple[tuple[int, int], ...]:
     elif isinstance(value, list):
         parts = value
     else:
-        raise OptionError("page_ranges", f"expected '1-3,5' or a list, got {value!r}")
+        raise OptionError("page_ranges", f"expected '1-3,5' or a list, got {_shown(value)}")
     ranges = []
     for part in parts:
         if isinstance(part, int) and not isinstance(part, bool):
@@ -91,9 +97,9 @@ def _page_ranges(value: Any) -> tuple[tuple[int, int], ...]:
             first = int(match.group(1))
             last = int(match.group(2) or first)
         else:
-            raise OptionError("page_ranges", f"bad range {part!r}")
+            raise OptionError("page_ranges", f"bad range {_shown(part)}")
         if first < 1 or last < first:
-            raise OptionError("page_ranges", f"bad range {part!r}")
+            raise OptionError("page_ranges", f"bad range {_shown(part)}")
         ranges.append((first, last))
     if not ranges:
         raise OptionError("page_ranges", "no page range given")
@@ -107,36 +113,42 @@ def normalize(options: dict[str, Any] | None) -> JobOptions:
     if copies is None:
         copies = 1
     if not isinstance(copies, int) or isinstance(copies, bool) or not 1 <= copies <= 9999:
-        raise OptionError("copies", f"expected an integer from 1 to 9999, got {copies!r}")
+        raise OptionError("copies", f"expected an integer from 1 to 9999, got {_shown(copies)}")
     sides = options.get("sides")
     if sides is None and "duplex" in options and options["duplex"] is not None:
         duplex = options["duplex"]
         if isinstance(duplex, str):
             duplex = duplex.lower()
-        if duplex not in _DUPLEX:
+        if not isinstance(duplex, bool | str) or duplex not in _DUPLEX:
             raise OptionError(
-                "duplex", f"expected true, false, 'long-edge' or 'short-edge', got {duplex!r}"
+                "duplex", f"expected true, false, 'long-edge' or 'short-edge', got {_shown(duplex)}"
             )
         sides = _DUPLEX[duplex]
-    if sides is not None and sides not in SIDES:
-        raise OptionError("sides", f"expected one of {', '.join(SIDES)}, got {sides!r}")
+    if sides is not None and not (isinstance(sides, str) and sides in SIDES):
+        raise OptionError("sides", f"expected one of {', '.join(SIDES)}, got {_shown(sides)}")
     media = options.get("media")
     if media is not None and not (isinstance(media, str) and _MEDIA.fullmatch(media)):
-        raise OptionError("media", f"expected a media name such as iso_a4_210x297mm, got {media!r}")
+        raise OptionError(
+            "media", f"expected a media name such as iso_a4_210x297mm, got {_shown(media)}"
+        )
     ranges = _page_ranges(options["page_ranges"]) if options.get("page_ranges") else ()
     orientation = options.get("orientation")
-    if orientation is not None and orientation not in ORIENTATIONS:
+    if orientation is not None and not (
+        isinstance(orientation, str) and orientation in ORIENTATIONS
+    ):
         raise OptionError(
-            "orientation", f"expected one of {', '.join(ORIENTATIONS)}, got {orientation!r}"
+            "orientation", f"expected one of {', '.join(ORIENTATIONS)}, got {_shown(orientation)}"
         )
     color = options.get("color")
     if isinstance(color, bool):
         color = "color" if color else "monochrome"
-    if color is not None and color not in COLORS:
-        raise OptionError("color", f"expected true, false, 'color' or 'monochrome', got {color!r}")
+    if color is not None and not (isinstance(color, str) and color in COLORS):
+        raise OptionError(
+            "color", f"expected true, false, 'color' or 'monochrome', got {_shown(color)}"
+        )
     fit = options.get("fit")
-    if fit is not None and fit not in FITS:
-        raise OptionError("fit", f"expected 'scale' (or no fit), got {fit!r}")
+    if fit is not None and not (isinstance(fit, str) and fit in FITS):
+        raise OptionError("fit", f"expected 'scale' (or no fit), got {_shown(fit)}")
     return JobOptions(
         copies=copies,
         sides=sides,
@@ -148,9 +160,11 @@ def normalize(options: dict[str, Any] | None) -> JobOptions:
     )
 
 
-def _listed(caps: dict[str, Any], key: str) -> list[Any] | None:
+def _listed(caps: dict[str, Any], key: str) -> list[str] | None:
+    """The capability ``key`` when it is a list that says something, as strings: what a device
+    reported is whatever JSON it sent."""
     value = caps.get(key)
-    return value if isinstance(value, list) and value else None
+    return [str(item) for item in value] if isinstance(value, list) and value else None
 
 
 def check(options: JobOptions, capabilities: dict[str, Any], printer: str) -> None:

@@ -5,7 +5,8 @@ setting's rule and id is declared with the setting in :mod:`qprint.core.conf`.
 - ``qprint.E002``: ``HEARTBEAT_SECONDS`` is not a number of at least 1.
 - ``qprint.W001``: ``HEARTBEAT_SECONDS`` is below 5 (every device pings that often: load).
 - ``qprint.E003``: a setting that must be a positive integer (or number of seconds) is not.
-- ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer nor ``None``.
+- ``qprint.E004``: ``JOB_TTL_SECONDS`` is neither a positive integer of at most a century nor
+  ``None``.
 - ``qprint.W002``: ``QPRINT`` has a key qprint does not know (a typo is otherwise silent).
 - ``qprint.E005``: ``DOCUMENT_BACKEND`` cannot be imported.
 - ``qprint.E006``: ``qcluster`` is not in ``INSTALLED_APPS`` (qprint runs on its nodes: node

@@ -22,6 +22,10 @@ from qprint.core.cluster import AppSettings, Setting, at_least, is_int, positive
 from qprint.core.conf_features import FEATURE_SETTINGS
 from qprint.core.conf_kinds import count, limit, seconds, strings
 
+#: The longest a job may wait to be received (``expires_in``, ``JOB_TTL_SECONDS``): a century.
+#: Longer has no use, and far longer is past the dates a database holds.
+LONGEST_TTL_SECONDS = 100 * 366 * 24 * 3600
+
 #: Deeper than this, Python's own JSON parser and encoder would run out of stack.
 MAX_JSON_DEPTH_CEILING = 200
 #: An assignment carries its document as base64 in one text frame or body: no more than this.
@@ -98,8 +102,8 @@ SETTINGS: tuple[Setting, ...] = (
         "JOB_TTL_SECONDS",
         86400,
         "A job not received by then expires (None: never).",
-        must="a positive integer or None",
-        valid=lambda v: v is None or positive_int(v),
+        must=f"a positive integer of at most {LONGEST_TTL_SECONDS} (a century), or None",
+        valid=lambda v: v is None or (positive_int(v) and v <= LONGEST_TTL_SECONDS),
         error="qprint.E004",
     ),
     count(

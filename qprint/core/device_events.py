@@ -37,7 +37,7 @@ class DeviceEvent:
                 "job_id": str(job_id),
                 "type": self.type,
                 "claim_id": str(self.claim_id),
-                "occurred_at": self.occurred_at.astimezone(UTC).isoformat(),
+                "occurred_at": self.occurred_at.isoformat(),  # in UTC
                 "message": self.message,
                 "detail": self.detail,
             }
@@ -75,6 +75,10 @@ def parse_device_event(payload: Any) -> DeviceEvent:
         raise Invalid(message="'occurred_at' must be an ISO 8601 date and time.")
     if occurred_at.tzinfo is None:
         occurred_at = occurred_at.replace(tzinfo=UTC)
+    try:
+        occurred_at = occurred_at.astimezone(UTC)
+    except OverflowError:  # year 1 at +14:00 is year 0 in UTC: no such date
+        raise Invalid(message="'occurred_at' is out of the range of dates.") from None
     message = inputs.text("message", payload.get("message"), qprint_settings.MAX_MESSAGE_LENGTH)
     detail = inputs.json_object("detail", payload.get("detail"), qprint_settings.MAX_DETAIL_BYTES)
     return DeviceEvent(event_id, event_type, claim_id, occurred_at, message, detail)

@@ -20,7 +20,7 @@ from django.db.models import CharField, DurationField, OuterRef, Subquery
 from django.db.models.functions import Cast, Now
 
 from qprint.core import inputs, prepared
-from qprint.core.conf import DEFAULTS, qprint_settings
+from qprint.core.conf import DEFAULTS, LONGEST_TTL_SECONDS, qprint_settings
 from qprint.core.device_events import fingerprint_of
 from qprint.core.errors import (
     Conflict,
@@ -471,8 +471,15 @@ def _check_expires_in(expires_in: Any) -> int | None:
         return None
     if isinstance(expires_in, float) and expires_in.is_integer():
         expires_in = int(expires_in)
-    if isinstance(expires_in, bool) or not isinstance(expires_in, int) or expires_in <= 0:
-        raise Invalid(message="'expires_in' must be a positive number of seconds.")
+    if (
+        isinstance(expires_in, bool)
+        or not isinstance(expires_in, int)
+        or not 0 < expires_in <= LONGEST_TTL_SECONDS
+    ):
+        raise Invalid(
+            message="'expires_in' must be a positive number of seconds, "
+            f"at most {LONGEST_TTL_SECONDS} (a century)."
+        )
     return expires_in
 
 

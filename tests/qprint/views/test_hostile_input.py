@@ -182,6 +182,29 @@ CASES: list[tuple[str, Callable[[World], Any], str, str]] = [
         "invalid_text",
         "content_type",
     ),
+    # numbers and shapes no job can have (a Python error, never a 500)
+    *(
+        (f"expires_in {value!r}", submit_call(raw(submission(expires_in=value))), "invalid", f)
+        for value, f in ((10**14, "expires_in"), (1e20, "expires_in"), (2**63, "expires_in"))
+    ),
+    *(
+        (
+            f"options {label}",
+            submit_call(raw(submission(options=options))),
+            "unsupported_option",
+            field,
+        )
+        for label, options, field in (
+            ("duplex list", {"duplex": [1]}, "duplex"),
+            ("duplex object", {"duplex": {}}, "duplex"),
+            ("sides list", {"sides": [1]}, "sides"),
+            ("orientation list", {"orientation": [1]}, "orientation"),
+            ("color object", {"color": {"a": 1}}, "color"),
+            ("fit list", {"fit": [1]}, "fit"),
+            ("page range of 5000 digits", {"page_ranges": "9" * 5000}, "page_ranges"),
+            ("page range to 5000 digits", {"page_ranges": "1-" + "9" * 5000}, "page_ranges"),
+        )
+    ),
     # printers (PUT device/printers)
     ("printer name NUL", printers_call(raw([{"name": NUL}])), "invalid_text", "printers[0].name"),
     (
@@ -219,6 +242,15 @@ CASES: list[tuple[str, Callable[[World], Any], str, str]] = [
         event_call(lambda w: raw(event(w, detail={NUL: 1}))),
         "invalid_text",
         "detail",
+    ),
+    *(
+        (
+            f"event occurred_at {when}",
+            event_call(lambda w, when=when: raw(event(w, occurred_at=when))),
+            "invalid",
+            "occurred_at",
+        )
+        for when in ("0001-01-01T00:00:00+14:00", "9999-12-31T23:59:59-14:00")
     ),
     (
         "event detail 100k deep",
@@ -405,6 +437,26 @@ def test_an_empty_query_parameter_is_refused_not_read_as_absent(world):
         answer = world.client.get(reverse("qprint:jobs") + query, **world.key.auth)
         assert answer.status_code == 422, query
         assert answer.json()["error"] == "invalid"
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "options"),
+    [
+        ({"document_formats": [1]}, {}),
+        ({"sides": [1, None]}, {"sides": "two-sided-long-edge"}),
+        ({"media": [None, {}]}, {"media": "iso_a4_210x297mm"}),
+        ({"orientations": [{}]}, {"orientation": "landscape"}),
+    ],
+)
+def test_capabilities_of_any_shape_never_break_a_submission(world, capabilities, options):
+    """A device's printers report their capabilities as any JSON object: entries that are no
+    names make a submission asking for that option a clear refusal, never a server error."""
+    api.replace_printers(
+        world.dev.device, [{"name": "laser", "is_default": True, "capabilities": capabilities}]
+    )
+    answer = submit_call(raw(submission(options=options)))(world)
+    assert answer.status_code == 422, answer.content
+    assert answer.json()["error"] == "unsupported_option"
 
 
 def test_a_content_length_of_a_digit_that_is_no_number_is_not_a_small_body(world):
