@@ -29,6 +29,16 @@ def post_json(client, key, content: bytes):
     return client.post(reverse("qprint:jobs"), body, content_type="application/json", **key.auth)
 
 
+def post_json_mime(client, key, content: bytes):
+    """``content_base64`` with MIME line breaks (``\\r\\n`` after every 76 characters), as Java's
+    MIME encoder and PHP's ``chunk_split`` write it."""
+    encoded = base64.b64encode(content).decode()
+    lines = "\r\n".join(encoded[i : i + 76] for i in range(0, len(encoded), 76))
+    body = {"device": "front-desk", "content_type": "application/octet-stream"}
+    body["content_base64"] = lines
+    return client.post(reverse("qprint:jobs"), body, content_type="application/json", **key.auth)
+
+
 def post_multipart(client, key, content: bytes):
     document = SimpleUploadedFile("doc.bin", content, content_type="application/octet-stream")
     return client.post(
@@ -51,7 +61,9 @@ def test_document_larger_than_djangos_upload_limits_is_accepted(client, post):
 
 
 @pytest.mark.django_db
-@pytest.mark.parametrize("post", [post_json, post_multipart], ids=["json", "multipart"])
+@pytest.mark.parametrize(
+    "post", [post_json, post_json_mime, post_multipart], ids=["json", "json-mime", "multipart"]
+)
 def test_document_at_the_limit_is_accepted_and_one_byte_more_is_413(client, post):
     key = make_key()
     make_device()
