@@ -29,10 +29,11 @@ PRINTER_STATUS_MAX_LENGTH = 100
 
 def get_device(tenant: str, name: str) -> Device:
     """The device ``name`` of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
-    name = inputs.lookup_name("name", name)
-    device = Device.objects.filter(tenant=tenant, name=name).first() if name else None
+    lookup = inputs.lookup_name("name", name)
+    device = Device.objects.filter(tenant=tenant, name=lookup).first() if lookup else None
     if device is None:
-        raise NotFound("unknown_device", f"No device named {name!r}.")
+        shown = name if isinstance(name, str) else str(name)
+        raise NotFound("unknown_device", f"No device named {shown[:150]!r}.")
     return device
 
 

@@ -89,7 +89,7 @@ def _wait_seconds(request: HttpRequest) -> float:
 @application_endpoint("GET")
 def _begin(request: HttpRequest, key: ApplicationKey, job_id: str) -> HttpResponse | Waiting:
     seconds = _wait_seconds(request)
-    status = request.GET.get("status") or None
+    status = request.GET.get("status")  # "?status=" is no status: refused, not the default
     if status is not None and status not in JobStatus.values:
         raise invalid("status", f"must be one of {', '.join(JobStatus.values)}")
     job = jobs.get_job(key.tenant, job_id)

@@ -95,7 +95,12 @@ def test_wait_without_a_change_answers_the_job_as_it_is_when_the_time_is_up():
 
 @pytest.mark.parametrize(
     ("params", "code"),
-    [({"wait": "31"}, 422), ({"wait": "soon"}, 422), ({"wait": "1", "status": "LOST"}, 422)],
+    [
+        ({"wait": "31"}, 422),
+        ({"wait": "soon"}, 422),
+        ({"wait": "1", "status": "LOST"}, 422),
+        ({"wait": "1", "status": ""}, 422),  # an empty parameter is not the default
+    ],
 )
 def test_a_bad_wait_is_refused(params, code):
     key = make_key()
