@@ -1,7 +1,7 @@
 """System checks for the ``QCLUSTER`` settings (ids ``qcluster.E0xx`` / ``qcluster.W0xx``).
 
 - E001 ``QCLUSTER`` is not a dict
-- E002 ``APP_VERSION`` is neither None nor a non-empty string
+- E002 ``APP_VERSION`` is neither None nor a non-empty string of at most 100 characters
 - E003 ``WIDGET_REFRESH_SECONDS`` is not an integer >= 1
 - E004 ``DRAIN_GRACE_SECONDS`` is not a number >= 0
 - E005 ``LEASE_SAFETY_SECONDS`` is not a number >= 0

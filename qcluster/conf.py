@@ -11,14 +11,19 @@ from typing import Any
 
 from qcluster.appsettings import AppSettings, Setting, at_least, is_int
 
+#: The longest version a node reports (the ``version`` column of ``cluster_node``).
+VERSION_MAX_LENGTH = 100
+
 SETTINGS: tuple[Setting, ...] = (
     Setting(
         "APP_VERSION",
         None,
         "Overrides the version reported by each node (else QQQ_APP_VERSION, else the package "
         "version).",
-        must="None or a non-empty string",
-        valid=lambda v: v is None or (isinstance(v, str) and bool(v.strip())),
+        must=f"None or a non-empty string of at most {VERSION_MAX_LENGTH} characters",
+        valid=lambda v: (
+            v is None or (isinstance(v, str) and bool(v.strip()) and len(v) <= VERSION_MAX_LENGTH)
+        ),
         error="qcluster.E002",
     ),
     Setting(

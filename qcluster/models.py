@@ -13,6 +13,7 @@ from django.db.models.functions import Now
 from django.utils.translation import gettext_lazy as _
 
 from qcluster import runtime_config
+from qcluster.conf import VERSION_MAX_LENGTH
 
 
 class NodeStatus(models.TextChoices):
@@ -38,7 +39,7 @@ class ClusterNode(models.Model):
     zone = models.CharField(_("zone"), max_length=100, blank=True, default="")
     deployment = models.CharField(_("deployment"), max_length=253, blank=True, default="")
     roles = models.CharField(_("roles"), max_length=255, blank=True, default="")
-    version = models.CharField(_("version"), max_length=100, blank=True, default="")
+    version = models.CharField(_("version"), max_length=VERSION_MAX_LENGTH, blank=True, default="")
     pid = models.IntegerField(_("pid"), null=True, blank=True)
     started_at = models.DateTimeField(_("started at"), null=True, blank=True)
     heartbeat_at = models.DateTimeField(_("heartbeat at"), null=True, blank=True, db_index=True)

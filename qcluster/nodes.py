@@ -61,6 +61,17 @@ def _identity_fields(node: NodeIdentity) -> dict:
     }
 
 
+def identity_problems(node: NodeIdentity) -> list[str]:
+    """What of ``node``'s identity its row in ``cluster_node`` cannot hold (a value longer than its
+    column), as sentences; empty when it fits."""
+    found = []
+    for name, value in {"node_id": node.node_id, **_identity_fields(node)}.items():
+        most = ClusterNode._meta.get_field(name).max_length
+        if len(value) > most:
+            found.append(f"{name} is {len(value)} characters long, at most {most} fit")
+    return found
+
+
 def register_start(node: NodeIdentity, live: LiveFields) -> None:
     """On start: the row is UP, freshly started, with no drain request (insert or update)."""
     fields = {

@@ -127,6 +127,8 @@ def _ids(settings_value, settings):
         ({}, []),
         ([], ["qcluster.E001"]),
         ({"APP_VERSION": ""}, ["qcluster.E002"]),
+        ({"APP_VERSION": "v" * 101}, ["qcluster.E002"]),  # longer than cluster_node holds
+        ({"APP_VERSION": "v" * 100}, []),
         ({"WIDGET_REFRESH_SECONDS": 0}, ["qcluster.E003"]),
         ({"WIDGET_REFRESH_SECONDS": "15"}, ["qcluster.E003"]),
         ({"DRAIN_GRACE_SECONDS": -1}, ["qcluster.E004"]),

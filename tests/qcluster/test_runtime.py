@@ -38,6 +38,19 @@ def test_command_once_with_node_id(transactional_db, no_other_tasks):
     assert nodes.node_status("cli-node") == "UP"
 
 
+def test_an_identity_its_row_cannot_hold_is_a_command_error(db, monkeypatch):
+    """A node id or version longer than its column is named before anything runs, never a
+    traceback nor a database error taken for an outage."""
+    from django.core.management.base import CommandError
+
+    with pytest.raises(CommandError, match="node_id is 201 characters long, at most 200"):
+        call_command("cluster_runtime", "--once", "--node-id", "x" * 201)
+    monkeypatch.setenv("QQQ_APP_VERSION", "v" * 101)
+    with pytest.raises(CommandError, match="version is 101 characters long, at most 100"):
+        call_command("cluster_runtime", "--once", "--node-id", "ok")
+    assert not ClusterNode.objects.exists()
+
+
 def test_singleton_task_runs_only_on_the_node_holding_its_lease(transactional_db, no_other_tasks):
     from datetime import timedelta
 

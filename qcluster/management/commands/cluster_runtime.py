@@ -2,6 +2,7 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
+from qcluster import nodes
 from qcluster.identity import read_identity
 from qcluster.runtime import ClusterRuntime
 
@@ -50,7 +51,16 @@ class Command(BaseCommand):
             raise CommandError("--node-id must not be empty.")
         if metrics_port is not None:
             serve_metrics(metrics_bind, metrics_port)
-        runtime = ClusterRuntime(read_identity(node_id), once=once)
+        identity = read_identity(node_id)
+        problems = nodes.identity_problems(identity)
+        if problems:
+            raise CommandError(
+                "This node's identity does not fit its row in cluster_node: "
+                + "; ".join(problems)
+                + " (the node id comes from --node-id, QQQ_NODE_ID or HOSTNAME; the rest from "
+                "the QQQ_* variables and QCLUSTER['APP_VERSION'], docs/CLUSTER.md)."
+            )
+        runtime = ClusterRuntime(identity, once=once)
         runtime.install_signal_handlers()
         code = runtime.run()
         if code:
