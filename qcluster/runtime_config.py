@@ -3,9 +3,10 @@
 They live in the database, not in ``settings.py``, so an operator can change them for the whole
 cluster at once (from the admin) and every node picks the change up on its next heartbeat.
 
-Rules (checked on every save, by the model and so by the admin form): integers are > 0,
-``lost_after_seconds`` >= 2 x ``heartbeat_seconds`` (a node must miss at least two heartbeats
-before it is declared lost), booleans are ``true``/``false``.
+Rules (checked on every save, by the model and so by the admin form): integers are > 0 and at
+most a bound (``heartbeat_seconds`` an hour, ``lost_after_seconds`` a week,
+``retain_stopped_days`` ten years), ``lost_after_seconds`` >= 2 x ``heartbeat_seconds`` (a node
+must miss at least two heartbeats before it is declared lost), booleans are ``true``/``false``.
 
 This module is pure: it never reads the database. The stored values are read by the model layer
 (``ClusterSetting.objects.stored()`` and ``ClusterSetting.objects.load_config()``) and passed
@@ -20,14 +21,22 @@ _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 
 
-def _positive_int(key: str, value: str) -> str:
-    try:
-        number = int(str(value).strip())
-    except ValueError:
-        raise ValueError(f"{key} must be a whole number of seconds/days, got {value!r}.") from None
-    if number <= 0:
-        raise ValueError(f"{key} must be greater than 0, got {number}.")
-    return str(number)
+def _positive_int(most: int) -> Callable[[str, str], str]:
+    """The rule of a whole number from 1 to ``most``: beyond a bound that no cluster needs, the
+    sweep's ``now() - interval`` would pass the dates the database holds."""
+
+    def normalise(key: str, value: str) -> str:
+        try:
+            number = int(str(value).strip())
+        except ValueError:
+            raise ValueError(
+                f"{key} must be a whole number of seconds/days, got {value!r}."
+            ) from None
+        if not 0 < number <= most:
+            raise ValueError(f"{key} must be from 1 to {most}, got {number}.")
+        return str(number)
+
+    return normalise
 
 
 def _boolean(key: str, value: str) -> str:
@@ -59,7 +68,7 @@ SETTINGS: dict[str, Setting] = {
             "heartbeat_seconds",
             "15",
             "Every node writes its heartbeat this often (seconds).",
-            _positive_int,
+            _positive_int(3600),
             int,
         ),
         Setting(
@@ -67,14 +76,14 @@ SETTINGS: dict[str, Setting] = {
             "60",
             "A node whose last heartbeat is older than this is marked LOST (seconds, at least "
             "twice heartbeat_seconds).",
-            _positive_int,
+            _positive_int(7 * 86400),
             int,
         ),
         Setting(
             "retain_stopped_days",
             "7",
             "STOPPED and LOST nodes are deleted after this many days.",
-            _positive_int,
+            _positive_int(3650),
             int,
         ),
         Setting(

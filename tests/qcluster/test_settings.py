@@ -23,8 +23,12 @@ def test_migration_seeds_the_four_settings(db):
 @pytest.mark.parametrize(
     ("key", "value", "reason"),
     [
-        ("heartbeat_seconds", "0", "greater than 0"),
-        ("heartbeat_seconds", "-5", "greater than 0"),
+        ("heartbeat_seconds", "0", "from 1 to 3600"),
+        ("heartbeat_seconds", "-5", "from 1 to 3600"),
+        # Past these bounds the sweep's dates would pass what the database holds.
+        ("heartbeat_seconds", "3601", "from 1 to 3600"),
+        ("lost_after_seconds", "1000000000000", "from 1 to 604800"),
+        ("retain_stopped_days", "9999999", "from 1 to 3650"),
         ("heartbeat_seconds", "ten", "whole number"),
         ("heartbeat_seconds", "31", "at least twice"),
         ("lost_after_seconds", "29", "at least twice"),
