@@ -179,6 +179,13 @@ class LeaseForm(forms.ModelForm):
         model = ClusterLease
         fields = ["name", "holder_node_id", "expires_at"]
 
+    def clean(self):
+        cleaned = super().clean()
+        problem = leases.hand_over_problem(cleaned.get("holder_node_id"), cleaned.get("expires_at"))
+        if problem and not self.has_error("expires_at"):  # an expiry that did not parse: said
+            self.add_error("expires_at", problem)
+        return cleaned
+
 
 @admin.register(ClusterLease)
 class ClusterLeaseAdmin(admin.ModelAdmin):

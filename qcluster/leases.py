@@ -104,6 +104,21 @@ def _free_or_mine(node_id: str) -> Q:
     return Q(expires_at__lt=Now()) | Q(holder_node_id=node_id) | Q(holder_node_id__isnull=True)
 
 
+def _outside_transactions() -> None:
+    """``RuntimeError`` inside the caller's ``transaction.atomic()``, as every change of a lease
+    raises there (Django's check of a durable block), tested before the lease is read so that
+    the answer never depends on who holds it. An empty block: psycopg sends nothing for it."""
+    with transaction.atomic(durable=True):
+        pass
+
+
+def _held_since(changes_holder: Q) -> Case:
+    """``acquired_at`` as a take or renewal leaves it: now when the holder changes or the lease
+    had expired (held again after a break), else as it was."""
+    broken = Q(expires_at__lt=Now()) | Q(expires_at__isnull=True)
+    return Case(When(changes_holder | broken, then=Now()), default=F("acquired_at"))
+
+
 class LeaseClient:
     """The lease operations on behalf of one node (``leases.as_node(node_id)``)."""
 
@@ -119,6 +134,7 @@ class LeaseClient:
         Succeeds when the lease is free, expired, or already ours.
         """
         name, ttl = _check_name(name), _ttl(ttl)
+        _outside_transactions()
         me = self.node_id
         # Read the version to compare-and-set, and (database clock) whether the UPDATE can match
         # at all: a live lease of another node costs one SELECT, not a doomed UPDATE too.
@@ -142,7 +158,7 @@ class LeaseClient:
                 .filter(_free_or_mine(me))
                 .update(
                     holder_node_id=me,
-                    acquired_at=Case(When(changes_holder, then=Now()), default=F("acquired_at")),
+                    acquired_at=_held_since(changes_holder),
                     transitions=Case(
                         When(changes_holder, then=F("transitions") + 1),
                         default=F("transitions"),
@@ -160,6 +176,7 @@ class LeaseClient:
         A lease that expired is renewed only if nobody took it meanwhile.
         """
         name, ttl = _check_name(name), _ttl(ttl)
+        _outside_transactions()
         seen = (
             ClusterLease.objects.filter(name=name, holder_node_id=self.node_id)
             .values_list("version", flat=True)
@@ -170,7 +187,12 @@ class LeaseClient:
         with transaction.atomic(durable=True):
             updated = ClusterLease.objects.filter(
                 name=name, version=seen, holder_node_id=self.node_id
-            ).update(renewed_at=Now(), expires_at=_now_plus(ttl), version=F("version") + 1)
+            ).update(
+                renewed_at=Now(),
+                acquired_at=_held_since(Q()),
+                expires_at=_now_plus(ttl),
+                version=F("version") + 1,
+            )
         return seen + 1 if updated else 0
 
     def release(self, name: str) -> bool:
@@ -192,9 +214,9 @@ class LeaseClient:
     def held_continuously_for(self, name: str, duration: timedelta | float) -> bool:
         """True if this node has held the lease without a break for at least ``duration``.
 
-        On the database clock (``acquired_at`` changes only when the holder changes), so a
-        process without history of its own (``cluster_runtime --once``) can tell how long its
-        node has held a lease.
+        On the database clock (``acquired_at`` moves when the holder changes, and when its own
+        lease is taken again or renewed after it expired), so a process without history of its
+        own (``cluster_runtime --once``) can tell how long its node has held a lease.
         """
         name = _check_name(name)
         if not isinstance(duration, timedelta):
@@ -264,13 +286,25 @@ def release_all_held_by(node_id: str) -> list[str]:
     return names
 
 
+def hand_over_problem(holder_node_id: str | None, expires_at: datetime | None) -> str:
+    """Why an operator's hand-over cannot be made, or ``""``: a lease given to a holder needs an
+    expiry (a holder with none would hold it for ever, and nobody could take it over)."""
+    if holder_node_id and expires_at is None:
+        return "A lease given to a holder needs an expiry (leave the holder empty to free it)."
+    return ""
+
+
 def force_hand_over(name: str, holder_node_id: str | None, expires_at: datetime | None) -> int:
     """An operator's edit (admin): set holder and expiry as given, bumping ``version``.
 
     Returns the new version. The holder change is counted in ``transitions``. Not durable: it
-    commits with the admin's own transaction around the edit.
+    commits with the admin's own transaction around the edit. A holder without an expiry is
+    refused (``ValueError``, :func:`hand_over_problem`): no node could ever take the lease.
     """
     name = _check_name(name)
+    problem = hand_over_problem(holder_node_id, expires_at)
+    if problem:
+        raise ValueError(problem)
     with transaction.atomic():
         lease, _ = ClusterLease.objects.select_for_update().get_or_create(name=name)
         changed = lease.holder_node_id != holder_node_id

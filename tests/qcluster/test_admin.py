@@ -160,6 +160,29 @@ def test_lease_edit_forces_a_hand_over_and_bumps_version(admin_client, db):
     assert leases.as_node("node-a").renew("task:report", 60) == 0
 
 
+def test_a_lease_given_to_a_holder_without_an_expiry_is_refused_in_the_form(admin_client, db):
+    """A holder with no expiry would hold the lease for ever and nobody could take it over."""
+    token = leases.as_node("node-a").try_acquire("task:report", 60)
+
+    response = admin_client.post(
+        "/admin/qcluster/clusterlease/task:report/change/",
+        {"holder_node_id": "node-gone", "expires_at_0": "", "expires_at_1": ""},
+    )
+
+    assert response.status_code == 200
+    assert "needs an expiry" in response.content.decode()
+    row = ClusterLease.objects.get(name="task:report")
+    assert (row.holder_node_id, row.version) == ("node-a", token)
+    with pytest.raises(ValueError, match="needs an expiry"):
+        leases.force_hand_over("task:report", "node-gone", None)
+    freed = admin_client.post(
+        "/admin/qcluster/clusterlease/task:report/change/",
+        {"holder_node_id": "", "expires_at_0": "", "expires_at_1": ""},
+    )
+    assert freed.status_code == 302  # no holder, no expiry: the lease is free
+    assert leases.as_node("node-b").try_acquire("task:report", 60)
+
+
 def test_lease_list_shows_holder_and_remaining_time(admin_client, db):
     leases.as_node("node-a").try_acquire("task:report", 600)
 

@@ -111,6 +111,19 @@ def test_held_continuously_for_counts_from_the_last_change_of_holder(db):
     assert not A.held_continuously_for("job", 0)
 
 
+@pytest.mark.parametrize("again", ["try_acquire", "renew"])
+def test_a_lease_of_ones_own_held_again_after_it_expired_counts_from_then(db, again):
+    """The lease was free while it had expired: held without a break since the take (or
+    renewal) that followed, not since the first take (a ``cluster_runtime --once`` sweeper
+    counts its watch from it)."""
+    A.try_acquire("job", 30)
+    ClusterLease.objects.filter(name="job").update(acquired_at=db_now_minus(600))
+    expire_lease("job", seconds_ago=300)
+    assert getattr(A, again)("job", 30)
+    assert not A.held_continuously_for("job", 60)
+    assert A.held_continuously_for("job", 0)
+
+
 @pytest.mark.parametrize("name", ["", "x" * (LEASE_NAME_MAX_LENGTH + 1)])
 def test_empty_or_too_long_lease_name_is_a_value_error(db, name):
     for call in (
@@ -134,6 +147,11 @@ def test_lease_changes_refuse_to_join_a_callers_transaction(transactional_db):
 
     with transaction.atomic(), pytest.raises(RuntimeError):
         A.try_acquire("job", 30)
+    # Whatever the answer would have been: a lease another node holds, one this node does not.
+    B.try_acquire("held", 30)
+    for call in (lambda: A.try_acquire("held", 30), lambda: A.renew("held", 30)):
+        with transaction.atomic(), pytest.raises(RuntimeError):
+            call()
 
 
 # --- real concurrency on PostgreSQL ---------------------------------------------------------------
