@@ -149,7 +149,8 @@ class ClusterNodeAdmin(admin.ModelAdmin):
         if skipped:
             self.message_user(
                 request,
-                _("Nothing to do for: %s (not running, or no such request).") % ", ".join(skipped),
+                _("Nothing to do for: %s (not running, draining already, or no such request).")
+                % ", ".join(skipped),
                 messages.WARNING,
             )
 

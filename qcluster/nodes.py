@@ -170,13 +170,15 @@ def _transition(node_id: str, from_statuses: tuple[str, ...], to_status: str) ->
 
 
 def request_drain(node_id: str, by: str) -> bool:
-    """Ask ``node_id`` to drain (the admin's *Drain node*). False if the node is not running.
+    """Ask ``node_id`` to drain (the admin's *Drain node*). False if the node is not UP: not
+    running, or draining already (asked before, or by a signal: a request there could be
+    cancelled, and its cancel would mark UP a node that is going away).
 
     The node's runtime acts on it at its next heartbeat.
     """
     with transaction.atomic():
         updated = ClusterNode.objects.filter(
-            node_id=node_id, status__in=LIVE_STATUSES, drain_requested=False
+            node_id=node_id, status=NodeStatus.UP, drain_requested=False
         ).update(drain_requested=True, drain_requested_by=by[:150], drain_requested_at=Now())
     if updated:
         logger.info("drain_requested node=%s by=%s", node_id, by)

@@ -115,6 +115,17 @@ def test_drain_request_records_who_asked_and_cancel_returns_to_up(db):
     assert nodes.cancel_drain("n", by="carol") is False
 
 
+def test_a_drain_started_by_a_signal_cannot_be_asked_for_nor_cancelled(db):
+    """docs/CLUSTER.md: a node DRAINING after SIGTERM (no request on its row) is going away. A
+    request there is refused, so no cancel can mark it UP."""
+    make_node("n1", status="DRAINING")
+
+    assert nodes.request_drain("n1", by="ops") is False
+    assert nodes.cancel_drain("n1", by="ops") is False
+    row = ClusterNode.objects.get(node_id="n1")
+    assert (row.status, row.drain_requested) == ("DRAINING", False)
+
+
 def test_stopped_or_lost_nodes_cannot_be_drained(db):
     make_node("stopped", status="STOPPED")
     make_node("lost", status="LOST")
