@@ -299,6 +299,12 @@ SETTINGS: tuple[Setting, ...] = (
         5,
         "Enrolment by code: the agent polls for its token this often (seconds).",
     ),
+    count(
+        "ENROLMENT_PENDING_PER_ADDRESS",
+        10,
+        "Enrolment by code: at most this many enrolments from one client address wait for an "
+        "operator at once (a start beyond is 429): starts need no credential.",
+    ),
     Setting(
         "ENROLMENT_VERIFICATION_URI",
         None,

@@ -26,6 +26,7 @@ Invariants (this module is the one writer of ``qprint_enrolment``):
 from __future__ import annotations
 
 import logging
+import math
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,12 +34,13 @@ from datetime import timedelta
 from typing import Any, TypeVar
 
 from django.db import transaction
+from django.db.models import F
 from django.db.models.functions import Now
 from django.utils.crypto import salted_hmac
 
 from qprint.core import inputs
 from qprint.core.conf import qprint_settings
-from qprint.core.errors import Conflict, EnrolmentRefused, Invalid, NotFound
+from qprint.core.errors import Conflict, EnrolmentRefused, Invalid, NotFound, RateLimited
 from qprint.domain import credentials, throttle
 from qprint.models import Device, DeviceKind, Enrolment, EnrolmentStatus
 
@@ -119,9 +121,11 @@ def _agent_info(value: Any) -> dict[str, str]:
 
 def start(agent_info: Any, *, source: str) -> Started:
     """A new pending enrolment for the agent at ``source`` (refused while ``source`` is
-    throttled for failed codes)."""
+    throttled for failed codes, or has ``ENROLMENT_PENDING_PER_ADDRESS`` enrolments waiting:
+    a start needs no credential, so it may not fill the operator's page)."""
     info = _agent_info(agent_info)
     _through_throttle(source, "", "enrolment_start", lambda: True)  # refused while throttled
+    _refuse_beyond_pending(source[:100])
     expires_in = int(qprint_settings.ENROLMENT_EXPIRES_SECONDS)
     interval = int(qprint_settings.ENROLMENT_INTERVAL_SECONDS)
     device_code = credentials.new_secret()
@@ -214,6 +218,24 @@ def poll(device_code: str, *, source: str) -> Grant:
         "enrolment_token_issued enrolment=%s device=%s/%s", found, grant.tenant, grant.device
     )
     return grant
+
+
+def _refuse_beyond_pending(source: str) -> None:
+    """:class:`RateLimited` when ``source`` already has its most enrolments waiting; its
+    ``Retry-After`` is when the first of them expires (database clock). A bound, not a lock:
+    starts racing each other may pass it by a few."""
+    most = int(qprint_settings.ENROLMENT_PENDING_PER_ADDRESS)
+    waiting = Enrolment.objects.pending().filter(source_address=source)
+    if waiting.count() < most:
+        return
+    first = waiting.annotate(left=F("expires_at") - Now()).order_by("expires_at").first()
+    retry_after = max(1, math.ceil(first.left.total_seconds())) if first is not None else 1
+    logger.warning("enrolment_start_refused source=%s waiting=%s", source, most)
+    raise RateLimited(
+        retry_after,
+        f"{most} enrolments from this address are waiting for an operator: approve or deny "
+        "them, or wait until they expire.",
+    )
 
 
 def _pending_by_code(user_code: str, source: str, kind: str) -> int:

@@ -38,6 +38,7 @@ def test_heartbeat_below_five_warns_below_one_errs(value, expected):
         "JOB_RETENTION_DAYS",
         "ENROLMENT_EXPIRES_SECONDS",
         "ENROLMENT_INTERVAL_SECONDS",
+        "ENROLMENT_PENDING_PER_ADDRESS",
     ],
 )
 @pytest.mark.parametrize("value", [0, -1, "10", None, True])

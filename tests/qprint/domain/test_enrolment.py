@@ -133,6 +133,22 @@ def test_guessed_codes_are_throttled_even_the_right_one():
     assert refusal_of(started.device_code) == "authorization_pending"  # the agent is unharmed
 
 
+@override_settings(QPRINT={"ENROLMENT_PENDING_PER_ADDRESS": 3})
+def test_one_address_has_at_most_its_number_of_enrolments_waiting():
+    """Starting an enrolment needs no credential: one address may not fill the operator's
+    page. Beyond the bound a start is 429 with when to try again; deciding one makes room, and
+    other addresses are not touched."""
+    started = [enrolment.start(INFO, source=AGENT) for _ in range(3)]
+    with pytest.raises(RateLimited) as refused:
+        enrolment.start(INFO, source=AGENT)
+    assert 1 <= refused.value.retry_after <= 600
+    assert "3 enrolments from this address" in refused.value.message
+    enrolment.start(INFO, source=OPERATOR)  # another address
+    enrolment.deny(started[0].user_code, source=OPERATOR, actor="x")
+    enrolment.start(INFO, source=AGENT)
+    assert Enrolment.objects.filter(source_address=AGENT).count() == 4
+
+
 @pytest.mark.django_db(transaction=True)
 @override_settings(QPRINT={"ENROLMENT_EXPIRES_SECONDS": 1})
 def test_an_expired_code_answers_expired_token_and_the_retention_task_deletes_it():
