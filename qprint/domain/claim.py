@@ -83,7 +83,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from qprint.core import cluster, gate, prepared, sql
-from qprint.core.errors import NotFound
+from qprint.core.errors import NotFound, Unauthorized
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.documents import storage
@@ -224,7 +224,7 @@ def claim_next_job(
     found = _at_once(_AT_ONCE_BY_ID, {"device_id": device}, device, node, handout, token_hash)
     if found is not None:
         if found.device is None:
-            raise NotFound("unknown_device", "No such device.")
+            raise _no_device(token_hash)
         if token_hash is not None:
             credentials.require_token(found.device.token_hash, found.device.enabled, token_hash)
         answer = _answer(found)
@@ -238,7 +238,7 @@ def _claim_in_transaction(
 ) -> Assignment | None:
     """The claim in a transaction of its own: the lock, then the claim (steps 1 to 3)."""
     with transaction.atomic():
-        locked = _lock_device(device_id)
+        locked = _lock_device(device_id, token_hash)
         if token_hash is not None:
             credentials.require_token(locked.token_hash, locked.enabled, token_hash)
         return _claim_locked(locked, node, handout)
@@ -729,11 +729,19 @@ _AT_ONCE_BY_TOKEN = PreparedQuery(
 _AT_ONCE_ON_WAKEUP = PreparedQuery(functools.partial(_build_lock, on_wakeup=True, locks=False))
 
 
-def _lock_device(device_id: int) -> Device:
+def _lock_device(device_id: int, token_hash: str | None = None) -> Device:
     """The device row, locked for this transaction, with the lease judged on the database clock,
     its next candidate job (``next_job_id``) and whether its tenant has webhook endpoints
     (``announced``), read in the same statement."""
     device = _LOCK_DEVICE.first(device_id=device_id)
     if device is None:
-        raise NotFound("unknown_device", "No such device.")
+        raise _no_device(token_hash)
     return device
+
+
+def _no_device(token_hash: str | None) -> NotFound | Unauthorized:
+    """The answer for a device that is gone: to a socket (``token_hash``), what HTTP answers its
+    token now (401: it names no device); to host code, ``unknown_device``."""
+    if token_hash is not None:
+        return Unauthorized()
+    return NotFound("unknown_device", "No such device.")

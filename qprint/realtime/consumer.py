@@ -35,7 +35,7 @@ from typing import Any
 
 from channels.consumer import AsyncConsumer
 from channels.exceptions import StopConsumer
-from django.db import DataError
+from django.db import DatabaseError, DataError
 
 from qprint.core import cluster, database, inputs, wire
 from qprint.core.conf import qprint_settings
@@ -316,6 +316,9 @@ class DeviceConsumer(OperationDriver, AsyncConsumer):
             raise ProtocolError(exc.message) from exc
         except DataError as exc:  # the database refused a value the device sent
             raise ProtocolError("the database refused a value of the frame") from exc
+        except DatabaseError as exc:  # an outage: the device reconnects and reports them again
+            logger.warning("printers_not_recorded device=%s error=%r", self.label, exc)
+            await self._close(Close(wire.CLOSE_SERVER_ERROR, "database_error"))
 
     # -- messages from the bus, the drain and the timer ------------------------------------------
 

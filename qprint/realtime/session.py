@@ -191,7 +191,7 @@ class DeviceSession(SessionOperations):
         push = frame["push"]
         if not isinstance(push, dict):
             raise ProtocolError("push must be an object")
-        inline = push.get(wire.INLINE_MAX_BYTES, 0)
+        inline = push.get(wire.INLINE_MAX_BYTES)  # required: no default stands in for it
         if not is_byte_count(inline):
             raise ProtocolError("push.inline_max_bytes must be a non-negative integer")
         return min(inline, self.inline_cap)

@@ -75,6 +75,46 @@ async def test_a_state_the_database_does_not_record_closes_1011(
     assert (await adb(row, device.pk)).connection_ready is False
 
 
+async def test_printers_the_database_does_not_record_close_1011(
+    device_and_token, sockets, monkeypatch
+):
+    """As for ``state``: the device reconnects and reports its printers again."""
+    from django.db import OperationalError
+
+    from qprint.domain import devices
+
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+
+    def down(*args, **kwargs):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(devices, "replace_printers", down)
+    await s.send({"type": "printers", "printers": [{"name": "p"}]})
+    assert await s.receive_close() == 1011
+
+
+async def test_a_deleted_device_is_answered_as_http_answers_its_token(device_and_token, sockets):
+    """Its token names no device: a claim frame is refused 401 ``unauthorized`` (as the HTTP
+    claim answers it), and a printers frame closes 4001, never an error inside the consumer."""
+    device, token = device_and_token
+    s = sockets(token)
+    await s.hello_and_ready()
+    await wait_ready(device.pk)
+    await adb(lambda: type(device).objects.filter(pk=device.pk).delete())
+    await s.send({"type": "claim", "request_id": "r"})
+    refused = await s.receive()
+    assert (refused["type"], refused["status"], refused["error"]) == (
+        "refused",
+        401,
+        "unauthorized",
+    )
+    await s.send({"type": "printers", "printers": [{"name": "p"}]})
+    assert await s.receive_close() == 4001
+
+
 async def test_disabled_device_is_closed_4001(device_and_token, sockets):
     device, token = device_and_token
     s = sockets(token)

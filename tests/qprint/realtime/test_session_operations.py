@@ -86,7 +86,15 @@ def test_a_state_frame_asking_for_push_turns_push_mode_on_capped_by_the_server(a
 
 
 @pytest.mark.parametrize(
-    "push", [[], {"inline_max_bytes": -1}, {"inline_max_bytes": True}, {"inline_max_bytes": "1"}]
+    "push",
+    [
+        [],
+        {},  # inline_max_bytes is required: no default stands in for it
+        {"inline_max_bytes": None},
+        {"inline_max_bytes": -1},
+        {"inline_max_bytes": True},
+        {"inline_max_bytes": "1"},
+    ],
 )
 def test_a_malformed_push_request_is_a_protocol_error(push):
     s = session()
