@@ -1,5 +1,6 @@
 """What the admin pages of qprint share: who acted, the once-only secrets page, the reports of
-bulk actions, and the read-only mixin of rows written only by qprint.
+bulk actions, the read-only mixin of rows written only by qprint, and the mixin of models that
+keep a secret (no lookup on it).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from typing import Any
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
 from django.template.response import TemplateResponse
 from django.utils import dateformat, timezone
@@ -155,3 +157,19 @@ class ReadOnlyAdminMixin:
 
     def has_change_permission(self, request, obj=None) -> bool:
         return False
+
+
+class SecretColumnsMixin:
+    """A model admin whose rows keep a secret or its hash (``secret_columns``): its changelist
+    takes no lookup on those columns from the query string. Django allows a lookup on any column
+    of the model there, and ``?secret__startswith=whsec_a`` would list the row only when the guess
+    is a prefix of the secret: it would give the secret away a character at a time to anyone who
+    may see the list. Such a request is refused (400), as Django refuses a lookup it does not
+    allow."""
+
+    secret_columns: tuple[str, ...] = ()
+
+    def lookup_allowed(self, lookup: str, value: str, request: HttpRequest | None = None) -> bool:
+        if lookup.split(LOOKUP_SEP, 1)[0] in self.secret_columns:
+            return False
+        return super().lookup_allowed(lookup, value, request)  # type: ignore[misc]

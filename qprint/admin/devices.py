@@ -19,6 +19,7 @@ from django.utils.translation import ngettext_lazy
 from qprint import api
 from qprint.admin.common import (
     TEST_PAGE_CONTENT_TYPE,
+    SecretColumnsMixin,
     actor,
     apply_to_all,
     apply_to_each,
@@ -49,7 +50,9 @@ class OnlineFilter(admin.SimpleListFilter):
 
 
 @admin.register(Device)
-class DeviceAdmin(admin.ModelAdmin):
+class DeviceAdmin(SecretColumnsMixin, admin.ModelAdmin):
+    secret_columns = ("token_hash",)
+
     class Media:
         css = {"all": ("qprint/admin_lists.css",)}
 

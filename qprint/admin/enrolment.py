@@ -21,7 +21,7 @@ from django.shortcuts import redirect
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext_lazy as _
 
-from qprint.admin.common import actor
+from qprint.admin.common import SecretColumnsMixin, actor
 from qprint.core.errors import QPrintError
 from qprint.domain import enrolment
 from qprint.models import Device, DeviceKind, Enrolment
@@ -58,9 +58,11 @@ class EnrolForm(forms.Form):
 
 
 @admin.register(Enrolment)
-class EnrolmentAdmin(admin.ModelAdmin):
+class EnrolmentAdmin(SecretColumnsMixin, admin.ModelAdmin):
     """The changelist is the "Enrol a device" page; enrolments are never added or edited here
     (an enrolment's own page is read-only, without the code hashes)."""
+
+    secret_columns = ("device_code_hash", "user_code_hash")
 
     fields = (
         "status",

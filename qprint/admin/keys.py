@@ -9,6 +9,7 @@ from django.utils.translation import ngettext_lazy
 
 from qprint import api
 from qprint.admin.common import (
+    SecretColumnsMixin,
     apply_to_each,
     show_secrets_once,
 )
@@ -16,7 +17,8 @@ from qprint.models import ApplicationKey
 
 
 @admin.register(ApplicationKey)
-class ApplicationKeyAdmin(admin.ModelAdmin):
+class ApplicationKeyAdmin(SecretColumnsMixin, admin.ModelAdmin):
+    secret_columns = ("key_hash",)
     list_display = ("name", "tenant", "created_at", "last_used_at", "revoked")
     list_filter = ("tenant", "revoked")
     search_fields = ("name", "tenant")

@@ -12,12 +12,14 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
 
+from qprint.admin.common import SecretColumnsMixin
 from qprint.models import WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import endpoints, outbox
 
 
 @admin.register(WebhookEndpoint)
-class WebhookEndpointAdmin(admin.ModelAdmin):
+class WebhookEndpointAdmin(SecretColumnsMixin, admin.ModelAdmin):
+    secret_columns = ("secret", "previous_secret")
     list_display = ("url", "tenant", "description", "events", "created_at")
     list_filter = ("tenant",)
     search_fields = ("url", "description", "tenant")
