@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from django.utils.translation import gettext_lazy as _
 from django.utils.translation import ngettext_lazy
@@ -16,8 +18,28 @@ from qprint.admin.common import (
 from qprint.models import ApplicationKey
 
 
+class ApplicationKeyForm(forms.ModelForm):
+    """A new key's form: a tenant has one live key of a name (the model's constraint, checked
+    here so that the form says so rather than the request failing)."""
+
+    def clean(self):
+        cleaned = super().clean()
+        tenant, name = cleaned.get("tenant"), cleaned.get("name")
+        if self.instance.pk is None and tenant and name:
+            try:
+                ApplicationKey(tenant=tenant, name=name, revoked=False).validate_constraints()
+            except ValidationError:
+                raise ValidationError(
+                    _("A live key %(key)s exists: revoke it first, or choose another name."),
+                    params={"key": f"{tenant}/{name}"},
+                    code="key_exists",
+                ) from None
+        return cleaned
+
+
 @admin.register(ApplicationKey)
 class ApplicationKeyAdmin(SecretColumnsMixin, admin.ModelAdmin):
+    form = ApplicationKeyForm
     secret_columns = ("key_hash",)
     list_display = ("name", "tenant", "created_at", "last_used_at", "revoked")
     list_filter = ("tenant", "revoked")

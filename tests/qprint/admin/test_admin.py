@@ -212,6 +212,18 @@ def test_a_device_name_with_a_slash_is_refused_in_the_form(admin_client):
     assert not Device.objects.filter(name="shop/front").exists()
 
 
+def test_a_second_live_key_of_the_same_name_is_refused_in_the_form(admin_client):
+    """One live key of a name per tenant: the form says so (it was a server error)."""
+    add = reverse("admin:qprint_applicationkey_add")
+    assert admin_client.post(add, {"tenant": "acme", "name": "erp"}).status_code == 200
+    again = admin_client.post(add, {"tenant": "acme", "name": "erp"})
+    assert again.status_code == 200
+    assert "A live key acme/erp exists" in again.content.decode()
+    assert ApplicationKey.objects.filter(tenant="acme", name="erp").count() == 1
+    api.revoke_application_key("acme", "erp")  # a revoked key frees its name
+    assert "secrets" in admin_client.post(add, {"tenant": "acme", "name": "erp"}).context
+
+
 def test_application_key_is_shown_once_and_its_hash_never(admin_client):
     answer = admin_client.post(
         reverse("admin:qprint_applicationkey_add"), {"tenant": "acme", "name": "erp"}
