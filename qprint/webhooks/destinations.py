@@ -57,6 +57,8 @@ _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")
 #: IPv4-compatible addresses (deprecated, RFC 4291): ``::a.b.c.d``.
 _IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+#: IPv4-translated addresses (SIIT, RFC 2765): ``::ffff:0:a.b.c.d``.
+_IPV4_TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")
 
 
 @dataclass(frozen=True)
@@ -127,14 +129,18 @@ def _allowed_entries() -> tuple[set[str], list[ipaddress.IPv4Network | ipaddress
 
 def embedded_ipv4(address: IPAddress) -> ipaddress.IPv4Address | None:
     """The IPv4 address an IPv6 address reaches, when it carries one: IPv4-mapped, IPv4-compatible
-    (not ``::`` nor ``::1``), NAT64 (well-known prefix) or 6to4."""
+    (not ``::`` nor ``::1``), IPv4-translated (SIIT), NAT64 (well-known prefix) or 6to4."""
     if not isinstance(address, ipaddress.IPv6Address):
         return None
     if address.ipv4_mapped is not None:
         return address.ipv4_mapped
     if address.sixtofour is not None:
         return address.sixtofour
-    if address in _NAT64 or (address in _IPV4_COMPATIBLE and int(address) > 1):
+    if (
+        address in _NAT64
+        or address in _IPV4_TRANSLATED
+        or (address in _IPV4_COMPATIBLE and int(address) > 1)
+    ):
         return ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
     return None
 
@@ -145,7 +151,14 @@ def _is_public(address: IPAddress) -> bool:
     inner = embedded_ipv4(address)
     if inner is not None:
         return _is_public(inner)
-    return address.is_global and not address.is_multicast
+    # Python counts some reserved ranges as global (IPv6's 200::/7, 4000::/3...), and site-local
+    # fec0::/10 as neither: each is refused by name.
+    return (
+        address.is_global
+        and not address.is_multicast
+        and not address.is_reserved
+        and not getattr(address, "is_site_local", False)
+    )
 
 
 def check_address(host: str, address: str) -> str:

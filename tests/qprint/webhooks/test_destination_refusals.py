@@ -51,6 +51,7 @@ def refused(answer) -> str:
         "::7f00:1",  # IPv4-compatible 127.0.0.1
         "::ffff:7f00:1",  # IPv4-mapped 127.0.0.1
         "64:ff9b:1::a00:5",  # NAT64, local-use prefix
+        "::ffff:0:7f00:1",  # IPv4-translated (SIIT) 127.0.0.1
     ],
 )
 def test_an_ipv6_address_carrying_an_internal_ipv4_one_is_refused(client, dns, address):
@@ -58,6 +59,19 @@ def test_an_ipv6_address_carrying_an_internal_ipv4_one_is_refused(client, dns, a
     refused(create(client, key, url=f"https://[{address}]/q"))
     dns["sneaky.example"] = [address]
     refused(create(client, key, url="https://sneaky.example/q"))
+
+
+@pytest.mark.parametrize(
+    "address",
+    # Reserved ranges Python counts as global (200::/7, 4000::/3, e000::/4, 5f00::/8), and
+    # site-local fec0::/10.
+    ["200::1", "4000::1", "e000::1", "5f00::1", "fec0::1"],
+)
+def test_a_reserved_or_site_local_ipv6_address_is_refused(client, dns, address):
+    key = make_key()
+    refused(create(client, key, url=f"https://[{address}]/q"))
+    dns["reserved.example"] = [address]
+    refused(create(client, key, url="https://reserved.example/q"))
 
 
 @pytest.mark.parametrize("address", ["64:ff9b::5db8:d822", "2002:5db8:d822::1", "::5db8:d822"])
