@@ -28,6 +28,8 @@ import socket
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import httpx
+
 from qprint.core import inputs
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid
@@ -69,11 +71,16 @@ class Destination:
 
 
 def parse(url: str) -> Destination:
-    """The URL's scheme, host and port; :class:`Refused` when its form is not allowed."""
+    """The URL's scheme, host and port; :class:`Refused` when its form is not allowed, or when
+    the HTTP client would not send to it (``urlsplit`` drops a tab or a newline and lets control
+    characters and IDNA 2003 host names through; httpx refuses them)."""
+    if any(ord(ch) < 33 or ord(ch) == 127 for ch in url):
+        raise Refused("the URL holds a space or a control character")
     try:
         parts = urlsplit(url)
         port = parts.port
-    except ValueError:
+        httpx.URL(url)
+    except (ValueError, httpx.InvalidURL):
         raise Refused("not a valid URL") from None
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):

@@ -137,6 +137,34 @@ def test_rotating_a_secret_shows_the_new_one_once(client, public_dns):
 
 @pytest.mark.services
 @pytest.mark.django_db(transaction=True)
+def test_a_stored_url_the_client_cannot_send_to_is_recorded_as_refused(receiver, start_sender):
+    """A row whose URL an earlier version accepted and the HTTP client refuses: each attempt is
+    recorded (refused, retried, FAILED after its time) instead of failing inside the sender and
+    staying SENDING for ever."""
+    with override_settings(
+        QPRINT={"WEBHOOK_ALLOW_HTTP": True, "WEBHOOK_ALLOWED_HOSTS": ["127.0.0.1"]}
+    ):
+        from qprint.webhooks import endpoints
+
+        endpoint, _ = endpoints.create_endpoint("acme", receiver.url)
+        WebhookEndpoint.objects.filter(pk=endpoint.pk).update(url=receiver.url + "/a\x01b")
+        endpoint.refresh_from_db()
+        delivery = endpoints.send_test(endpoint)
+        running = start_sender(poll_seconds=0.2)
+        row = wait_until(
+            lambda: (
+                WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
+                .exclude(status="SENDING")
+                .first()
+            ),
+            20,
+            message="the attempt recorded",
+        )
+        running.close()
+    assert "refused" in row.last_error
+    assert receiver.started == []
+
+
 def test_an_address_that_turned_private_is_refused_at_send_time(
     monkeypatch, receiver, start_sender
 ):

@@ -92,6 +92,11 @@ def test_an_embedded_address_is_allowed_by_the_network_listing_its_ipv4_form(set
         "https://\ud800.example/",  # a lone surrogate in the host
         "https://hooks.example/\ud800",  # a lone surrogate in the path
         "https://hooks.example/\x00",
+        # What urlsplit lets through (or drops) and the HTTP client would never send to.
+        "https://hooks.example/a\x01b",
+        "https://hooks.exa\tmple/x",
+        "https://hooks.example/a b",
+        "https://\u2603.hooks.example/",  # IDNA 2003 only
     ],
 )
 def test_a_url_idna_or_postgresql_refuses_is_a_422(client, dns, url):
