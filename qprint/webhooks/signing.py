@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import secrets
-from datetime import datetime
+from datetime import UTC, datetime
 
 from standardwebhooks.webhooks import Webhook
 
@@ -29,7 +29,11 @@ def signature_header(event_id: str, timestamp: datetime, body: str, keys: list[s
 
 
 def headers(event_id: str, timestamp: datetime, body: str, keys: list[str]) -> dict[str, str]:
-    """The three Standard Webhooks headers of one attempt (``timestamp`` is the send time)."""
+    """The three Standard Webhooks headers of one attempt (``timestamp`` is the send time). A
+    naive time (``USE_TZ = False``: the local time) is made aware first: the library signs a naive
+    time as UTC, while the header would read it as local, and no signature would verify."""
+    if timestamp.tzinfo is None:
+        timestamp = timestamp.astimezone(UTC)
     return {
         "webhook-id": event_id,
         "webhook-timestamp": str(int(timestamp.timestamp())),

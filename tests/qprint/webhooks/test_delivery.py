@@ -357,3 +357,24 @@ def test_a_submission_is_announced_in_its_own_transaction_and_a_reprint_too(endp
         ("job.queued", str(job.pk), "QUEUED"),
         ("job.queued", str(reprint.pk), "QUEUED"),
     ]
+
+
+@pytest.mark.parametrize(("use_tz", "zone"), [(True, "UTC"), (False, "Europe/Paris")])
+def test_the_signature_verifies_and_the_timestamp_is_now_whatever_the_time_settings(
+    settings, use_tz, zone
+):
+    """With ``USE_TZ = False`` Django's now is the local time without a zone: the library signed
+    it as UTC while the header read it as local, and no receiver could verify."""
+    import time
+
+    from django.utils import timezone
+    from standardwebhooks.webhooks import Webhook
+
+    from qprint.webhooks import signing
+
+    settings.USE_TZ, settings.TIME_ZONE = use_tz, zone
+    secret = signing.new_secret()
+    body = '{"type":"webhook.test","data":{}}'
+    headers = signing.headers("msg_1", timezone.now(), body, [secret])
+    assert abs(int(headers["webhook-timestamp"]) - time.time()) < 60
+    Webhook(secret).verify(body, headers)  # raises when the signature does not match
