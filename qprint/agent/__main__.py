@@ -9,9 +9,20 @@ import sys
 import tempfile
 
 from qprint.agent import __version__
-from qprint.agent.config import AgentConfig, devices_from, read_toml
+from qprint.agent.config import (
+    BAD_ARGUMENTS,
+    AgentConfig,
+    ArgumentParser,
+    checked_defaults,
+    count,
+    devices_from,
+    grace,
+    read_toml,
+    seconds,
+)
 from qprint.agent.enrol import enroll_main
 from qprint.agent.printers import backend_for, make_printers, parse_printer_argument, spooler_uri
+from qprint.agent.protocol import Endpoints
 from qprint.agent.simulator import Fleet
 from qprint.agent.systemd import unit_main
 from qprint.core import event_loop
@@ -46,6 +57,8 @@ examples:
 """
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
 NO_PRINTER = (
     "no printer: give one, e.g. --printer office=cups:Office (a CUPS queue), "
     "--printer labels=socket://10.0.0.9:9100, --printer lobby=ipp://10.0.0.7/ipp/print or "
@@ -62,7 +75,7 @@ def _printer_argument(text: str):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m qprint.agent",
         description=DESCRIPTION,
         epilog=EPILOG,
@@ -87,14 +100,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     server.add_argument(
         "--backoff-initial",
-        type=float,
+        type=seconds,
         default=0.5,
         metavar="SECONDS",
         help="first reconnect delay; each failure doubles it, with jitter (default 0.5)",
     )
     server.add_argument(
         "--backoff-max",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="SECONDS",
         help="longest reconnect delay (default 30)",
@@ -124,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     devices.add_argument(
         "--devices",
-        type=int,
+        type=count,
         default=0,
         metavar="N",
         help="run N simulated devices in this process, one per token (default: one per token)",
@@ -155,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     printers.add_argument(
         "--printers-poll",
-        type=float,
+        type=seconds,
         default=60.0,
         metavar="SECONDS",
         help="how often the printers' state and capabilities are read; they are sent to the "
@@ -163,14 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     printers.add_argument(
         "--socket-connect-timeout",
-        type=float,
+        type=seconds,
         default=10.0,
         metavar="SECONDS",
         help="socket:// printers: connect timeout (default 10)",
     )
     printers.add_argument(
         "--socket-write-timeout",
-        type=float,
+        type=seconds,
         default=30.0,
         metavar="SECONDS",
         help="socket:// printers: longest wait for the printer to take more bytes (default 30)",
@@ -199,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     spool.add_argument(
         "--follow-timeout",
-        type=float,
+        type=seconds,
         default=600.0,
         metavar="SECONDS",
         help="how long to follow a spooled job before reporting OUTCOME_UNKNOWN (default 600)",
@@ -220,7 +233,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--shutdown-grace",
-        type=float,
+        type=grace,
         default=30.0,
         metavar="SECONDS",
         help="on SIGTERM, how long to let a job in progress finish (default 30)",
@@ -228,7 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--log-level",
         default=os.environ.get("QPRINT_AGENT_LOG_LEVEL", "INFO"),
-        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        type=str.upper,
+        choices=LOG_LEVELS,
         help="default INFO",
     )
     parser.add_argument("--version", action="version", version=f"qprint-agent {__version__}")
@@ -239,6 +253,8 @@ def config_from(args: argparse.Namespace) -> AgentConfig:
     urls = args.urls or [u for u in os.environ.get("QPRINT_AGENT_URLS", "").split(",") if u]
     if not urls:
         raise ValueError("no server: give --url or QPRINT_AGENT_URLS")
+    for url in urls:
+        Endpoints.from_url(url)  # a URL the agent cannot connect to is named now
     if args.spooler == "directory" and not args.spool_dir:
         raise ValueError("--spooler directory needs --spool-dir")
     if args.printers and args.spooler:
@@ -300,14 +316,24 @@ async def run(config: AgentConfig, spooler=None) -> int:
 
 
 def parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
-    """Parse twice: once to find ``--config``, then with the file's settings as defaults."""
+    """Parse twice: once to find ``--config``, then with the file's settings as defaults.
+
+    The device token: ``--token`` or ``--token-file`` on the command line, else
+    ``$QPRINT_AGENT_TOKEN``, else the file's ``token_file`` (a service started with an
+    environment file holding the token never reads the root-only file the config names)."""
     args = parser.parse_args(argv)
     if args.config:
-        defaults = read_toml(args.config)
+        defaults = checked_defaults(parser, args.config, read_toml(args.config))
+        if args.tokens or args.tokens_file or os.environ.get("QPRINT_AGENT_TOKEN"):
+            defaults.pop("tokens_file", None)
         cli_printers = list(args.printers)
         parser.set_defaults(**defaults)
         args = parser.parse_args(argv)
         args.printers = defaults.get("printers", []) + cli_printers
+    if args.log_level not in LOG_LEVELS:  # $QPRINT_AGENT_LOG_LEVEL: a default, never checked
+        raise ValueError(
+            f"log level must be one of {', '.join(LOG_LEVELS)}, got {args.log_level!r}"
+        )
     return args
 
 
@@ -323,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
-        return 64
+        return BAD_ARGUMENTS
     logging.basicConfig(
         level=args.log_level,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
@@ -334,10 +360,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from(args)
         spooler = make_backend(config)  # a bad printer set is named before anything starts
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # OSError: a printer's directory that cannot be made
         parser.print_usage(sys.stderr)
         print(f"error: {exc}", file=sys.stderr)
-        return 64
+        return BAD_ARGUMENTS
     return event_loop.run(run(config, spooler))  # uvloop's loop when installed
 
 

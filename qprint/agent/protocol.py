@@ -322,7 +322,13 @@ class Endpoints:
         parts = urlsplit(url)
         scheme = {"ws": "http", "wss": "https"}.get(parts.scheme, parts.scheme)
         if scheme not in ("http", "https"):
-            raise ValueError(f"unsupported URL scheme in {url!r}")
+            raise ValueError(f"unsupported URL scheme in {url!r} (http://... or https://...)")
+        try:
+            parts.port  # noqa: B018 - read for its check (1 to 65535)
+        except ValueError:
+            raise ValueError(f"no valid port in {url!r}") from None
+        if not parts.hostname:
+            raise ValueError(f"no host in {url!r}")
         path = parts.path or "/"
         if path.rstrip("/").endswith("ws/device"):
             path = path.rstrip("/")[: -len("ws/device")]

@@ -116,3 +116,83 @@ def test_an_agent_pointed_at_a_url_without_the_socket_says_why_once(tmp_path):
     assert log.count("connect_refused") == 1, log
     assert "status=404: nothing serves the device socket at this URL" in log
     assert f"url=ws://127.0.0.1:{server.server_address[1]}/wrong/ws/device/" in log
+
+
+BAD_SETTINGS = [
+    # (command line, agent.toml, what the one-line error names)
+    (["--token-file", "{tmp}/missing.token"], "", "token file {tmp}/missing.token"),
+    (["--token-file", "{tmp}"], "", "token file {tmp}"),  # a directory
+    ([], "url = 5", "urls must be a URL"),
+    ([], "name = 5", "name must be a string"),
+    ([], "state_dir = 5", "state_dir must be a string"),
+    ([], 'log_level = "verbose"', "log_level must be one of"),
+    ([], "printers_poll = [1]", "printers_poll must be a number"),
+    ([], "printers_poll = 0", "above 0"),
+    ([], 'report_printers = "no"', "report_printers must be true or false"),
+    ([], 'devices = "two"', "devices must be a number"),
+    (["--printers-poll", "0"], "", "above 0"),
+    (["--printers-poll", "nan"], "", "above 0"),
+    (["--url", "localhost:8000"], "", "unsupported URL scheme"),
+    (["--url", "http://"], "", "no host"),
+    (["--url", "http://h:99999/"], "", "no valid port"),
+    (["--state-dir", "{tmp}/a-file/journals"], "", "--state-dir {tmp}/a-file/journals"),
+    (["--printer", "t=dir:{tmp}/a-file/x"], "", "a-file"),
+    (["--bogus"], "", "unrecognized arguments: --bogus"),
+    (["--printer", "t=foo://x"], "", "foo"),
+]
+
+
+@pytest.mark.parametrize(("argv", "toml", "named"), BAD_SETTINGS)
+def test_a_mistake_in_the_settings_is_one_line_and_exit_status_64(
+    tmp_path, capsys, monkeypatch, argv, toml, named
+):
+    """Never a traceback, nor argparse's exit status 2 (the agent's "a token was refused"): a
+    file's value is checked as the command line's is."""
+    monkeypatch.delenv("QPRINT_AGENT_TOKEN", raising=False)
+    (tmp_path / "a-file").write_text("not a directory")
+    config = tmp_path / "agent.toml"
+    config.write_text(toml + "\n")
+    base = {
+        "--url": "http://127.0.0.1:9/qprint/",
+        "--token": "t",
+        "--printer": "test=null:",
+        "--state-dir": str(tmp_path / "state"),
+    }
+    given = [arg.format(tmp=tmp_path) for arg in argv]
+    args = ["--config", str(config), *given]
+    for option, value in base.items():
+        replaced = option in given or (option == "--token" and "--token-file" in given)
+        if not replaced and not (option == "--url" and toml.startswith("url")):
+            args += [option, value]
+    try:
+        status = main(args)
+    except SystemExit as exited:  # argparse's own refusals
+        status = exited.code
+    assert status == 64
+    err = capsys.readouterr().err
+    assert named.format(tmp=tmp_path) in err, err
+    assert "Traceback" not in err
+
+
+def test_a_log_level_in_any_case_and_the_operations_setting_are_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("QPRINT_AGENT_LOG_LEVEL", "debug")
+    config = tmp_path / "agent.toml"
+    config.write_text('operations = "http"\n')
+    args = parse(build_parser(), ["--config", str(config)])
+    assert (args.log_level, args.operations) == ("DEBUG", "http")
+
+
+def test_the_environment_token_wins_over_the_config_token_file(tmp_path, monkeypatch):
+    """A systemd unit with an environment file (QPRINT_AGENT_TOKEN) never reads the token file
+    the config names, which stays readable by root only; the command line wins over both."""
+    monkeypatch.setenv("QPRINT_AGENT_TOKEN", "from-the-environment")
+    config = tmp_path / "agent.toml"
+    config.write_text(
+        f'url = "http://127.0.0.1:9/qprint/"\ntoken_file = "{tmp_path}/root-only.token"\n'
+        '[[printers]]\nname = "t"\nuri = "null:"\n'
+    )
+    state = ["--state-dir", str(tmp_path / "state")]
+    args = parse(build_parser(), ["--config", str(config), *state])
+    assert [d.token for d in config_from(args).devices] == ["from-the-environment"]
+    args = parse(build_parser(), ["--config", str(config), "--token", "given", *state])
+    assert [d.token for d in config_from(args).devices] == ["given"]
