@@ -31,7 +31,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from qprint.agent import __version__, ipp
-from qprint.agent.config import read_toml
+from qprint.agent.config import ArgumentParser, read_toml
 from qprint.agent.printers import PrinterSpec
 from qprint.agent.spoolers import CupsSpooler
 
@@ -56,7 +56,7 @@ def default_config_path() -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m qprint.agent enroll",
         description="Enrol this agent as a device by a short code that an operator approves in "
         "the admin ('Enrol a device') or with 'manage.py qprint_device approve CODE'. Then the "
@@ -265,9 +265,30 @@ def _post(client: httpx.Client, url: str, body: dict) -> httpx.Response:
 def _error(response: httpx.Response) -> tuple[str, str]:
     try:
         body = response.json()
-        return str(body.get("error", "")), str(body.get("message", ""))
     except ValueError:
         return "", response.text[:200]
+    if not isinstance(body, dict):
+        return "", response.text[:200]
+    return str(body.get("error", "")), str(body.get("message", ""))
+
+
+def _answer(response: httpx.Response, fields: dict[str, type | tuple[type, ...]]) -> dict:
+    """The JSON object of a successful answer, with ``fields`` of their types; an answer that is
+    not (an HTML page, another application at that URL) ends the enrolment saying so."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and all(
+        isinstance(body.get(name), kinds) and not isinstance(body.get(name), bool)
+        for name, kinds in fields.items()
+    ):
+        return body
+    raise EnrolmentEnded(
+        REFUSED,
+        f"{response.request.url} answered {response.status_code} with no qprint enrolment "
+        "(is the URL where qprint is mounted, e.g. https://host/qprint/?)",
+    )
 
 
 def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
@@ -284,7 +305,16 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
         raise EnrolmentEnded(
             REFUSED, f"the server refused the enrolment ({response.status_code} {code}): {message}"
         )
-    started = response.json()
+    started = _answer(
+        response,
+        {
+            "device_code": str,
+            "user_code": str,
+            "verification_uri": str,
+            "expires_in": (int, float),
+            "interval": (int, float),
+        },
+    )
     minutes = max(1, round(started["expires_in"] / 60))
     print(
         f"To enrol this agent, open\n\n    {started['verification_uri']}\n\n"
@@ -304,7 +334,7 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
         except httpx.HTTPError:
             continue  # the network or a node failed: poll again
         if response.status_code == 200:
-            return response.json()
+            return _answer(response, {"token": str, "tenant": str, "device": str})
         code, message = _error(response)
         if response.status_code == 400 and code == "authorization_pending":
             continue
@@ -326,6 +356,26 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
     raise EnrolmentEnded(UNAVAILABLE, "the server could not be reached until the code expired")
 
 
+def _cannot_write_beside(config: Path) -> str:
+    """Why the config, or the token file it names (else ``device.token`` beside it), could not
+    be written by this user, or ``""``: the token is handed out once, so a file that cannot be
+    written would lose it. Each directory is made when missing, as the enrolment would."""
+    settings = read_toml(config) if config.exists() else {}
+    token_dir = Path(settings["tokens_file"]).parent if settings.get("tokens_file") else None
+    for directory in {config.parent, token_dir or config.parent}:
+        where = directory.resolve()
+        try:
+            where.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            return f"cannot make {where}: {exc.strerror or exc}"
+        if not os.access(where, os.W_OK | os.X_OK):
+            return (
+                f"cannot write in {where} as this user: the token is handed out once; run as "
+                "a user who can, or give --config in a directory this user can write"
+            )
+    return ""
+
+
 def enroll_main(argv: list[str], *, start_agent) -> int:
     args = build_parser().parse_args(argv)
     config = Path(args.config or default_config_path())
@@ -335,6 +385,10 @@ def enroll_main(argv: list[str], *, start_agent) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return USAGE
+    cannot = _cannot_write_beside(config)
+    if cannot:  # known before the enrolment: its token is handed out once
+        print(f"error: {cannot}", file=sys.stderr)
+        return USAGE
     try:
         with httpx.Client(timeout=15) as client:
             granted = enrol(args.url, sys.stdout, client=client)

@@ -5,10 +5,12 @@ here: CUPS queues from ``lpstat``, IPP printers from ``ippfind`` only when they 
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tomllib
 
+import httpx
 import pytest
 
 from qprint.agent import enrol
@@ -130,3 +132,50 @@ def test_enroll_refuses_to_complete_a_config_it_could_not_read(tmp_path, bad, ca
     assert enrol.enroll_main([URL, "--config", str(config)], start_agent=None) == 64
     assert "error: --config" in capsys.readouterr().err
     assert config.read_text() == bad
+
+
+def test_enroll_refuses_to_start_where_it_could_not_write_the_token(tmp_path, capsys):
+    """The token is handed out once: a config or token file that could not be written would lose
+    it, so that is known before the server is asked (nothing answers at this URL)."""
+    (tmp_path / "a-file").write_text("not a directory")
+    config = tmp_path / "a-file" / "agent.toml"
+    argv = ["http://127.0.0.1:9/qprint/", "--config", str(config)]
+    assert enrol.enroll_main(argv, start_agent=None) == 64
+    assert "cannot make" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("start", "poll"),
+    [
+        (httpx.Response(201, text="<html>welcome</html>"), None),
+        (httpx.Response(201, json={"device_code": "d"}), None),  # keys missing
+        (httpx.Response(201, json=["a"]), None),
+        (None, httpx.Response(200, text="<html>ok</html>")),
+        (None, httpx.Response(200, json={"token": "t"})),  # no tenant nor device
+        (None, httpx.Response(404, json=[])),
+    ],
+)
+def test_an_answer_that_is_no_qprint_enrolment_ends_it_saying_so(start, poll, monkeypatch):
+    """Another application at the URL (an HTML page, a JSON of another shape) ends the enrolment
+    with a sentence, never a traceback."""
+    monkeypatch.setattr(enrol.time, "sleep", lambda seconds: None)
+    started = {
+        "device_code": "d",
+        "user_code": "BCDF-GHJK",
+        "verification_uri": "https://print.example.com/admin/",
+        "expires_in": 600,
+        "interval": 5,
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/token"):
+            return poll
+        return start if start is not None else httpx.Response(201, json=started)
+
+    with (
+        httpx.Client(transport=httpx.MockTransport(answer)) as client,
+        pytest.raises(enrol.EnrolmentEnded) as ended,
+    ):
+        enrol.enrol(URL, io.StringIO(), client=client)
+    assert ended.value.status == enrol.REFUSED
+    assert "no qprint enrolment" in str(ended.value) or "enrolment failed" in str(ended.value)
