@@ -21,7 +21,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from qprint.agent.config import read_toml
+from qprint.agent.config import BAD_ARGUMENTS, ArgumentParser, read_toml
 
 SERVICE = "qprint-agent.service"
 UNIT_PATH = Path("/etc/systemd/system") / SERVICE
@@ -63,7 +63,7 @@ WantedBy=multi-user.target
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="python -m qprint.agent systemd-unit",
         description="Print a systemd unit file for the agent to standard output.",
     )
@@ -280,9 +280,13 @@ def install(args: argparse.Namespace) -> int:
 def unit_main(argv: list[str]) -> int:
     args = build_parser().parse_args(argv)
     if args.install:
-        return install(args)
+        try:
+            return install(args)
+        except ValueError as exc:  # a config the agent could not read: nothing is installed
+            print(f"error: {exc}", file=sys.stderr)
+            return BAD_ARGUMENTS
     if args.dry_run:
         print("error: --dry-run goes with --install", file=sys.stderr)
-        return 64
+        return BAD_ARGUMENTS
     sys.stdout.write(render(args, running_pyz()))
     return 0

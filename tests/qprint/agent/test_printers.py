@@ -399,3 +399,15 @@ def test_a_refused_connection_fails_and_options_a_raw_printer_cannot_apply_are_r
         SocketPrinter("127.0.0.1", port).submit(_job())
     with pytest.raises(SpoolRejected, match="cannot apply copies, sides"):
         SocketPrinter("127.0.0.1", port).submit(_job(options={"copies": 2, "duplex": True}))
+
+
+@pytest.mark.parametrize("bad", ["bogus = 1\n", "not toml ===\n"])
+def test_install_with_a_config_the_agent_could_not_read_installs_nothing(tmp_path, capsys, bad):
+    """Named in one line with exit status 64 before any step (a traceback before)."""
+    from qprint.agent.systemd import unit_main
+
+    config = tmp_path / "agent.toml"
+    config.write_text(bad)
+    assert unit_main(["--install", "--dry-run", "--config", str(config)]) == 64
+    err = capsys.readouterr().err
+    assert err.startswith("error: --config") and "Traceback" not in err
