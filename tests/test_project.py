@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from tests.processes import run_example_project
+from tests.processes import REPO_ROOT, run_example_project
 
 
 def test_system_checks_pass_on_example_project():
@@ -27,6 +27,31 @@ def test_check_names_a_bad_heartbeat_from_the_environment():
     assert result.returncode != 0
     assert "qprint.E002" in result.stderr
     assert "'abc'" in result.stderr
+
+
+def test_a_project_without_qcluster_is_told_to_add_it(tmp_path):
+    """The URLs include qcluster.urls (docs/INSTALL.md), imported before any check runs: their
+    import names the missing app (it was Django's error about a model outside any app)."""
+    (tmp_path / "without_qcluster.py").write_text(
+        "from example_project.settings import *  # noqa\n"
+        "INSTALLED_APPS = [app for app in INSTALLED_APPS if app != 'qcluster']\n"
+        "ROOT_URLCONF = 'guide_urls'\n"
+    )
+    (tmp_path / "guide_urls.py").write_text(  # the guide's urls.py
+        "from django.urls import include, path\n"
+        "urlpatterns = [\n"
+        "    path('qprint/', include('qprint.urls')),\n"
+        "    path('qcluster/', include('qcluster.urls')),\n"
+        "]\n"
+    )
+    result = run_example_project(
+        "manage.py",
+        "check",
+        DJANGO_SETTINGS_MODULE="without_qcluster",
+        PYTHONPATH=f"{tmp_path}:{REPO_ROOT}",
+    )
+    assert result.returncode != 0
+    assert "'qcluster' is not in INSTALLED_APPS" in result.stderr, result.stderr[-2000:]
 
 
 def test_the_database_threads_and_the_expiry_period_come_from_the_environment():

@@ -110,7 +110,9 @@ def handshake_hint(status: int | None) -> str | None:
     if status == 500:
         return (
             "the server failed the upgrade: its log says why (socket_refused: draining or its "
-            "database did not answer; socket_no_route: --url is not where qprint.urls is mounted)"
+            "database did not answer; socket_no_route: --url is not where qprint.urls is mounted; "
+            "'Django can only handle ASGI/HTTP connections': the project's asgi.py does not route "
+            "WebSockets to qprint.routing, docs/INSTALL.md)"
         )
     if status is not None and status not in (401, 403, 429, 503):
         return (
