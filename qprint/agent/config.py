@@ -71,15 +71,25 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(BAD_ARGUMENTS, f"{self.prog}: error: {message}\n")
 
 
-def seconds(text: str | float) -> float:
-    """A number of seconds above zero (an argparse ``type``; a TOML number too)."""
+def _number_of_seconds(text: str | float, *, zero: bool) -> float:
     try:
         value = float(text)
     except (TypeError, ValueError):
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds above 0, got {text!r}")
+    if not (math.isfinite(value) and (value >= 0 if zero else value > 0)):
+        least = "0 or more" if zero else "above 0"
+        raise argparse.ArgumentTypeError(f"expected a number of seconds {least}, got {text!r}")
     return value
+
+
+def seconds(text: str | float) -> float:
+    """A number of seconds above zero (an argparse ``type``; a TOML number too)."""
+    return _number_of_seconds(text, zero=False)
+
+
+def grace(text: str | float) -> float:
+    """A number of seconds, 0 or more (an argparse ``type``; a TOML number too)."""
+    return _number_of_seconds(text, zero=True)
 
 
 def count(text: str | int) -> int:
@@ -90,17 +100,6 @@ def count(text: str | int) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
     if value < 0 or (isinstance(text, float) and not text.is_integer()):
         raise argparse.ArgumentTypeError(f"expected a whole number, 0 or more, got {text!r}")
-    return value
-
-
-def grace(text: str | float) -> float:
-    """A number of seconds, 0 or more (an argparse ``type``; a TOML number too)."""
-    try:
-        value = float(text)
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
     return value
 
 

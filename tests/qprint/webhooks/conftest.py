@@ -8,11 +8,26 @@ import threading
 import pytest
 from django.test import override_settings
 
+from qprint.models import WebhookDelivery
 from qprint.webhooks import endpoints
 from qprint.webhooks.sender import Sender
 from tests.qprint.webhooks.receiver import Receiver
+from tests.waiting import wait_until
 
 LOOPBACK = {"WEBHOOK_ALLOW_HTTP": True, "WEBHOOK_ALLOWED_HOSTS": ["127.0.0.1"]}
+
+
+def first_attempt(delivery: WebhookDelivery) -> WebhookDelivery:
+    """The delivery once the sender recorded its first attempt (whatever its outcome)."""
+    return wait_until(
+        lambda: (
+            WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
+            .exclude(status="SENDING")
+            .first()
+        ),
+        20,
+        message="the attempt recorded",
+    )
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ from django.urls import reverse
 from qprint.models import WebhookDelivery, WebhookEndpoint
 from qprint.webhooks import destinations
 from tests.qprint.factories import make_key
-from tests.qprint.webhooks.conftest import LOOPBACK
+from tests.qprint.webhooks.conftest import LOOPBACK, first_attempt
 from tests.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
@@ -151,15 +151,7 @@ def test_a_stored_url_the_client_cannot_send_to_is_recorded_as_refused(receiver,
         endpoint.refresh_from_db()
         delivery = endpoints.send_test(endpoint)
         running = start_sender(poll_seconds=0.2)
-        row = wait_until(
-            lambda: (
-                WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
-                .exclude(status="SENDING")
-                .first()
-            ),
-            20,
-            message="the attempt recorded",
-        )
+        row = first_attempt(delivery)
         running.close()
     assert "refused" in row.last_error
     assert receiver.started == []
@@ -181,15 +173,7 @@ def test_an_address_that_turned_private_is_refused_at_send_time(
         answers["hooks.example"] = ["127.0.0.1"]
         delivery = endpoints.send_test(endpoint)
         running = start_sender(poll_seconds=0.2)
-        row = wait_until(
-            lambda: (
-                WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
-                .exclude(status="SENDING")
-                .first()
-            ),
-            20,
-            message="the attempt recorded",
-        )
+        row = first_attempt(delivery)
         running.close()
     assert "refused" in row.last_error and "127.0.0.1" not in row.last_error
     assert receiver.started == []

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from django.test import override_settings
 
-from qprint.models import WebhookDelivery
 from qprint.webhooks import destinations, endpoints
+from tests.qprint.webhooks.conftest import first_attempt
 from tests.qprint.webhooks.receiver import Receiver
 from tests.tls import certificate
 from tests.waiting import wait_until
@@ -61,14 +61,6 @@ def test_a_certificate_for_another_name_fails_the_attempt(https_receiver, start_
     )
     delivery = endpoints.send_test(endpoint)
     start_sender(poll_seconds=0.2, verify=trust)
-    row = wait_until(
-        lambda: (
-            WebhookDelivery.objects.filter(pk=delivery.pk, attempts__gte=1)
-            .exclude(status="SENDING")
-            .first()
-        ),
-        20,
-        message="the attempt recorded",
-    )
+    row = first_attempt(delivery)
     assert "certificate verify failed" in row.last_error and "'hooks.example'" in row.last_error
     assert receiver.received == []
