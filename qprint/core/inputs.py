@@ -30,8 +30,6 @@ from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid
 from qprint.core.text import storable
 
-#: What PostgreSQL cannot store as text: NUL, and the surrogates UTF-8 cannot encode.
-
 INVALID = "invalid"
 INVALID_TEXT = "invalid_text"
 TOO_DEEP = "too_deep"

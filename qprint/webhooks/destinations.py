@@ -74,8 +74,8 @@ def parse(url: str) -> Destination:
     """The URL's scheme, host and port; :class:`Refused` when its form is not allowed, or when
     the HTTP client would not send to it (``urlsplit`` drops a tab or a newline and lets control
     characters and IDNA 2003 host names through; httpx refuses them)."""
-    if any(ord(ch) < 33 or ord(ch) == 127 for ch in url):
-        raise Refused("the URL holds a space or a control character")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in url):
+        raise Refused("the URL holds a control character")
     try:
         parts = urlsplit(url)
         port = parts.port
