@@ -30,8 +30,9 @@ SETTINGS: tuple[Setting, ...] = (
         "WIDGET_REFRESH_SECONDS",
         15,
         "How often the admin's nodes widget refreshes itself.",
-        must="an integer >= 1",
-        valid=lambda v: is_int(v) and v >= 1,
+        # A browser's setTimeout runs at once past 2**31 ms: the widget would never pause.
+        must="an integer from 1 to 86400 (a day)",
+        valid=lambda v: is_int(v) and 1 <= v <= 86400,
         error="qcluster.E003",
     ),
     Setting(

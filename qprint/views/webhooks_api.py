@@ -28,7 +28,7 @@ def webhooks(request: HttpRequest, key: ApplicationKey) -> HttpResponse:
             key.tenant,
             body.get("url"),
             events=body.get("events"),
-            description=body.get("description") or "",
+            description=body.get("description"),  # a description that is no text: 422
         )
         return json_response(webhook_object(endpoint, secret), status=201)
     queryset = WebhookEndpoint.objects.filter(tenant=key.tenant)

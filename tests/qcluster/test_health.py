@@ -131,6 +131,7 @@ def _ids(settings_value, settings):
         ({"APP_VERSION": "v" * 100}, []),
         ({"WIDGET_REFRESH_SECONDS": 0}, ["qcluster.E003"]),
         ({"WIDGET_REFRESH_SECONDS": "15"}, ["qcluster.E003"]),
+        ({"WIDGET_REFRESH_SECONDS": 86401}, ["qcluster.E003"]),  # past a browser's setTimeout
         ({"DRAIN_GRACE_SECONDS": -1}, ["qcluster.E004"]),
         ({"LEASE_SAFETY_SECONDS": None}, ["qcluster.E005"]),
         ({"DRAIN_GRACE": 30}, ["qcluster.W001"]),

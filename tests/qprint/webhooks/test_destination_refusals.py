@@ -108,6 +108,12 @@ def test_a_description_with_a_lone_surrogate_is_a_422(client, dns):
     assert answer.json()["error"] == "invalid_text"
 
 
+@pytest.mark.parametrize("description", [0, False, [], {}, 7.5])
+def test_a_description_that_is_no_text_is_a_422_not_an_empty_one(client, dns, description):
+    answer = create(client, make_key(), url="https://hooks.example/", description=description)
+    assert "'description'" in refused(answer)
+
+
 def test_a_refusal_does_not_tell_what_an_internal_name_resolves_to(client, dns):
     key = make_key()
     dns["db.internal.example"] = ["10.20.30.40"]
