@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -69,23 +70,40 @@ def required_text(name: str, value: Any, max_length: int) -> str:
     return checked
 
 
-#: Why a device name may not hold "/": the name is one segment of the device's API URLs
-#: (``api/v1/devices/<name>/pause``), where a "/" would name another device or another action.
-DEVICE_NAME_SLASH = "may not contain '/': the name is part of the device's URLs."
+#: Why a device name may not hold "/" nor a control character: the name is one segment of the
+#: device's API URLs (``api/v1/devices/<name>/pause``), where a "/" would name another device or
+#: another action, and a field of its log lines, which a line break would split.
+DEVICE_NAME_RULE = "may not contain '/' nor a control character: it is part of URLs and logs."
+
+_CONTROL = re.compile("[\x00-\x1f\x7f]")
+
+
+def line(name: str, value: Any, max_length: int) -> str:
+    """:func:`text` that fits on one line: no control character (a line break in a value a
+    client sent would split the log line that shows it)."""
+    checked = text(name, value, max_length)
+    if _CONTROL.search(checked):
+        raise refuse(INVALID_TEXT, name, "holds a control character (a line break, say).")
+    return checked
 
 
 def device_name(name: str, value: Any) -> str:
-    """A device's name as it is made: a non-empty string of at most 150 characters, no "/"."""
+    """A device's name as it is made: a non-empty string of at most 150 characters, no "/" and
+    no control character."""
     checked = required_text(name, value, 150)
-    if "/" in checked:
-        raise refuse(INVALID, name, DEVICE_NAME_SLASH)
+    if not _device_name_allowed(checked):
+        raise refuse(INVALID, name, DEVICE_NAME_RULE)
     return checked
 
 
 def validate_device_name(value: str) -> None:
     """The model field's validator of the same rule (admin forms)."""
-    if "/" in value:
-        raise ValidationError(f"A device name {DEVICE_NAME_SLASH}", code="invalid")
+    if not _device_name_allowed(value):
+        raise ValidationError(f"A device name {DEVICE_NAME_RULE}", code="invalid")
+
+
+def _device_name_allowed(value: str) -> bool:
+    return "/" not in value and not _CONTROL.search(value)
 
 
 def integer(name: str, value: Any) -> int:

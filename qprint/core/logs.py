@@ -36,10 +36,25 @@ def fields_of(message: str) -> dict[str, Any]:
 
 
 class KeyValueFormatter(logging.Formatter):
-    """``2026-01-01 12:00:00,123 INFO qprint.events job_status job=... to=PRINTED``."""
+    """``2026-01-01 12:00:00,123 INFO qprint.events job_status job=... to=PRINTED``.
+
+    One event, one line: a line break in a value (a device name, a client's host name) is
+    written escaped (``\\n``), so no client can write a line that reads as another event. A
+    traceback still follows on its own lines."""
 
     def __init__(self, fmt: str | None = None, **kwargs: Any) -> None:
         super().__init__(fmt or "%(asctime)s %(levelname)s %(name)s %(message)s", **kwargs)
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.message = one_line(record.message)
+        return super().formatMessage(record)
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks written escaped."""
+    if "\n" not in text and "\r" not in text:
+        return text
+    return text.replace("\r", "\\r").replace("\n", "\\n")
 
 
 class JsonFormatter(logging.Formatter):

@@ -113,7 +113,7 @@ def _through_throttle(source: str, secret: str, kind: str, find: Callable[[], T 
 def _agent_info(value: Any) -> dict[str, str]:
     info = inputs.json_object("agent_info", value, 8192)
     return {
-        key: inputs.text(f"agent_info.{key}", info[key], AGENT_INFO_LENGTH)
+        key: inputs.line(f"agent_info.{key}", info[key], AGENT_INFO_LENGTH)
         for key in AGENT_INFO_KEYS
         if info.get(key) is not None
     }

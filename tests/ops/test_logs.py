@@ -21,6 +21,24 @@ def test_key_value_line_is_the_event_line_after_time_level_and_logger():
     assert line.endswith(" INFO qprint.events job_status job=j1 to=PRINTED")
 
 
+def test_a_value_holding_a_line_break_stays_on_the_events_line():
+    """A client's text in a value cannot write a line that reads as another event; a
+    traceback still follows on its own lines."""
+    forged = "pc\n2026-01-01 00:00:00,000 INFO qprint.jobs job_status job=x to=PRINTED\r"
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        import sys
+
+        text = KeyValueFormatter().format(
+            record("enrolment_started hostname=%s", forged, exc_info=sys.exc_info())
+        )
+    first, *traceback = text.splitlines()
+    assert first.endswith("enrolment_started hostname=pc\\n2026-01-01 00:00:00,000 INFO "
+                          "qprint.jobs job_status job=x to=PRINTED\\r")  # fmt: skip
+    assert traceback[0] == "Traceback (most recent call last):"
+
+
 def test_json_line_carries_the_event_and_each_field():
     r = record(
         "wake_dropped tenant=%s device=%s cause=layer_error error=%r", "acme", 7, OSError("a b")

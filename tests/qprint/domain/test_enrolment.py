@@ -211,6 +211,13 @@ def test_http_enrolment_answers_as_the_oauth_device_grant(client):
     assert granted.status_code == 200
     assert granted.json()["tenant"] == "acme" and granted.json()["device"] == "n"
     assert granted["Cache-Control"] == "no-store"
+    # What the operator and the logs show of the agent is one line: no client writes a log line.
+    forged = {"agent_info": {"hostname": "pc\n2026-01-01 INFO qprint.jobs job_status to=PRINTED"}}
+    refused = client.post(
+        reverse("qprint:device-enrollments"), forged, content_type="application/json"
+    )
+    assert (refused.status_code, refused.json()["error"]) == (422, "invalid_text")
+    assert "agent_info.hostname" in refused.json()["message"]
     bad = client.post(token_url, {"device_code": 5}, content_type="application/json")
     assert (bad.status_code, bad.json()["error"]) == (400, "invalid_request")
     # A code holding a lone surrogate (a JSON "\ud800") is no code made here: unknown.

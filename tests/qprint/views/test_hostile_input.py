@@ -403,6 +403,7 @@ def test_host_code_meets_the_same_boundary(world):
         lambda: api.send_command(world.dev.device, "PING", {"a": float("nan")}),
         lambda: api.create_device("acme", "desk" + NUL),
         lambda: api.create_device("acme", "shop/desk"),  # a name is one segment of its URLs
+        lambda: api.create_device("acme", "desk\nsecond line"),  # and a field of log lines
     ):
         with pytest.raises(Invalid):
             call()
