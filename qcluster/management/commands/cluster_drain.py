@@ -30,6 +30,10 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, node_id=None, wait=0, cancel=False, by="cluster_drain", **options):
+        for option, value in (("--node-id", node_id), ("--by", by)):
+            if value is not None and ("\x00" in value or not value.isprintable()):
+                # a byte of the command line that is not UTF-8 arrives as a lone surrogate
+                raise CommandError(f"{option}: {value!r} is not text a node's row can hold.")
         node_id = node_id or identity.node_id()
         status = nodes.node_status(node_id)
         if status is None:

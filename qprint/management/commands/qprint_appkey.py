@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
 from qprint.core.errors import QPrintError
+from qprint.management.arguments import refuse_unstorable
 from qprint.models import ApplicationKey
 
 
@@ -27,6 +28,7 @@ class Command(BaseCommand):
         listing.add_argument("--all", action="store_true", help="Include revoked keys.")
 
     def handle(self, *args, action: str, **options):
+        refuse_unstorable(options)
         try:
             if action == "create":
                 key, secret = api.create_application_key(options["tenant"], options["name"])

@@ -12,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from qprint import api
 from qprint.core.errors import QPrintError
 from qprint.domain import enrolment
+from qprint.management.arguments import refuse_unstorable
 
 #: The throttle's "address" of codes typed here (docs/SECURITY.md): one scope for the shell.
 COMMAND_SOURCE = "manage.py"
@@ -63,6 +64,7 @@ class Command(BaseCommand):
         listing.add_argument("--tenant", help="Only this tenant's devices.")
 
     def handle(self, *args, action: str, **options):
+        refuse_unstorable(options)
         try:
             if action == "create":
                 device, token = api.create_device(

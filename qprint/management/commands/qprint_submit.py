@@ -1,13 +1,14 @@
 """``manage.py qprint_submit --device N FILE``: queue a file for printing, as host code would."""
 
-import json
 import mimetypes
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint import api
+from qprint.core import inputs
 from qprint.core.errors import QPrintError
+from qprint.management.arguments import refuse_unstorable
 from qprint.models import Device
 
 
@@ -30,6 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--idempotency-key")
 
     def handle(self, *args, **options):
+        refuse_unstorable(options, paths=("file",))
         path = Path(options["file"])
         try:
             content = path.read_bytes()
@@ -40,9 +42,10 @@ class Command(BaseCommand):
             mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         )
         try:
-            print_options = json.loads(options["options"]) if options["options"] else {}
-        except json.JSONDecodeError as err:
-            raise CommandError(f"--options is not valid JSON: {err}.") from err
+            given = inputs.parse_json("--options", options["options"] or "{}")
+            print_options = inputs.json_object("--options", given)
+        except QPrintError as err:  # not JSON, nested too deep, or not an object
+            raise CommandError(err.message) from err
         if options["copies"] is not None:
             print_options["copies"] = options["copies"]
         extra = {}

@@ -7,6 +7,7 @@ it is shown once (docs/WEBHOOKS.md).
 from django.core.management.base import BaseCommand, CommandError
 
 from qprint.core.errors import QPrintError
+from qprint.management.arguments import refuse_unstorable
 from qprint.models import WebhookEndpoint
 from qprint.webhooks import endpoints
 
@@ -36,6 +37,7 @@ class Command(BaseCommand):
             sub.add_argument("--id", required=True, help="The endpoint's id.")
 
     def handle(self, *args, action: str, **options):
+        refuse_unstorable(options)
         try:
             if action == "create":
                 endpoint, secret = endpoints.create_endpoint(

@@ -119,3 +119,35 @@ def test_submit_refuses_what_the_api_refuses(tmp_path):
     with pytest.raises(CommandError, match="No device named"):
         run("qprint_submit", "--device", "nope", str(page))
     assert not PrintJob.objects.exists()
+
+
+@pytest.mark.parametrize("options", ["[1]", '"x"', "3", "[" * 5000 + "]" * 5000])
+def test_submit_options_that_are_no_object_are_a_command_error(tmp_path, options):
+    make_device("acme", "desk")
+    page = tmp_path / "page.pdf"
+    page.write_bytes(b"%PDF-1.4\n%%EOF\n")
+    with pytest.raises(CommandError, match="--options"):
+        run("qprint_submit", "--device", "desk", "--options", options, "--copies", "2", str(page))
+    assert not PrintJob.objects.exists()
+
+
+# A byte of the command line that is not UTF-8 reaches Python as a lone surrogate.
+NOT_UTF8 = b"\xff".decode("utf-8", "surrogateescape")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("qprint_appkey", "list", "--tenant", NOT_UTF8),
+        ("qprint_appkey", "revoke", "--tenant", "acme", "--name", NOT_UTF8),
+        ("qprint_device", "list", "--tenant", NOT_UTF8),
+        ("qprint_device", "rotate-token", "--tenant", "acme", "--name", f"desk{NOT_UTF8}"),
+        ("qprint_webhook", "list", "--tenant", NOT_UTF8),
+        ("qprint_submit", "--device", NOT_UTF8, "page.pdf"),
+        ("cluster_drain", "--node-id", NOT_UTF8),
+        ("qprint_device", "create", "--tenant", "acme", "--name", "desk\x00"),
+    ],
+)
+def test_text_the_database_cannot_hold_is_a_command_error(argv):
+    with pytest.raises(CommandError, match="hold"):
+        run(*argv)
