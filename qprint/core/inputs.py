@@ -62,6 +62,16 @@ def text(name: str, value: Any, max_length: int) -> str:
     return check_string(name, value)
 
 
+def label(name: str, value: Any, max_length: int) -> str:
+    """Who did something, as host code names it (``by``, ``submitted_by``): a string the database
+    holds (``None`` reads as ``""``), cut to ``max_length``."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise refuse(INVALID, name, "must be a string.")
+    return check_string(name, value)[:max_length]
+
+
 def required_text(name: str, value: Any, max_length: int) -> str:
     """A non-empty string of at most ``max_length`` characters."""
     checked = text(name, value, max_length)

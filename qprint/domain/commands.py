@@ -33,6 +33,7 @@ from django.db.models.functions import Now
 from qprint.core import inputs, sql
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid, NotFound
+from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import CommandStatus, Device, DeviceCommand, PrintJob, raw
 
@@ -54,17 +55,13 @@ class Delivery:
     payload: dict[str, Any]
 
 
-def _device_id(device: Device | int) -> int:
-    return device.pk if isinstance(device, Device) else int(device)
-
-
 def send_command(
     device: Device | int, type: str, payload: dict[str, Any] | None = None
 ) -> DeviceCommand:
     """Queue a command for the device (delivered over its socket, result reported back)."""
     type = inputs.required_text("type", type, TYPE_MAX_LENGTH)
     payload = inputs.json_object("payload", payload, qprint_settings.MAX_DETAIL_BYTES)
-    device_id = _device_id(device)
+    device_id = credentials.device_id_of(device)
     with transaction.atomic():
         target = Device.objects.filter(pk=device_id).only("id", "tenant", "name").first()
         if target is None:
@@ -90,9 +87,9 @@ def request_cancel(job: PrintJob) -> DeviceCommand:
 def pending_commands(device: Device | int) -> list[DeviceCommand]:
     """Commands the device has not finished (PENDING or DELIVERED), oldest first."""
     return list(
-        DeviceCommand.objects.filter(device_id=_device_id(device), status__in=OPEN).order_by(
-            "created_at"
-        )
+        DeviceCommand.objects.filter(
+            device_id=credentials.device_id_of(device), status__in=OPEN
+        ).order_by("created_at")
     )
 
 
@@ -146,7 +143,7 @@ def record_result(
         command_uuid = uuid.UUID(str(command_id))
     except ValueError:
         raise NotFound("not_found", "No such command.") from None
-    device_id = _device_id(device)
+    device_id = credentials.device_id_of(device)
     with transaction.atomic():
         command = (
             DeviceCommand.objects.select_for_update()

@@ -311,8 +311,17 @@ class PresentedKey:
         return authenticate_application(self.secret, source=self.source)
 
 
-def _device_id(device: Device | int) -> int:
-    return device.pk if isinstance(device, Device) else int(device)
+def device_id_of(device: Device | int) -> int:
+    """The id of ``device`` (a Device, or its id, also as the digits of a URL): anything else
+    names no device (:class:`NotFound`, ``unknown_device``), as host code gets for an id no row
+    has."""
+    if isinstance(device, Device):
+        return device.pk
+    if isinstance(device, int) and not isinstance(device, bool) and 0 < device < 2**63:
+        return device
+    if isinstance(device, str) and device.isascii() and device.isdigit() and len(device) < 19:
+        return int(device)
+    raise NotFound("unknown_device", f"No device {str(device)[:150]!r}: give a Device or its id.")
 
 
 def create_device(
@@ -345,7 +354,7 @@ def create_device(
 
 def rotate_device_token(device: Device | int) -> str:
     """Give the device a new token; the old one stops working at once (its socket is told)."""
-    device_id = _device_id(device)
+    device_id = device_id_of(device)
     token = new_secret()
     with transaction.atomic():
         target = Device.objects.select_for_update(no_key=True).filter(pk=device_id).first()
@@ -376,6 +385,11 @@ def create_application_key(tenant: str, name: str) -> tuple[ApplicationKey, str]
 
 def revoke_application_key(tenant: str, name: str) -> ApplicationKey:
     """Revoke the live key ``name`` of ``tenant``; it stops working at once."""
+    if (
+        inputs.lookup_name("tenant", tenant, 100) is None
+        or inputs.lookup_name("name", name) is None
+    ):
+        raise NotFound("not_found", f"No live key named {tenant!r:.100}/{name!r:.150}.")
     with transaction.atomic():
         key = (
             ApplicationKey.objects.select_for_update()

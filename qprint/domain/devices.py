@@ -30,7 +30,8 @@ PRINTER_STATUS_MAX_LENGTH = 100
 def get_device(tenant: str, name: str) -> Device:
     """The device ``name`` of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
     lookup = inputs.lookup_name("name", name)
-    device = Device.objects.filter(tenant=tenant, name=lookup).first() if lookup else None
+    known = lookup and inputs.lookup_name("tenant", tenant, 100)
+    device = Device.objects.filter(tenant=tenant, name=lookup).first() if known else None
     if device is None:
         shown = name if isinstance(name, str) else str(name)
         raise NotFound("unknown_device", f"No device named {shown[:150]!r}.")
@@ -40,6 +41,8 @@ def get_device(tenant: str, name: str) -> Device:
 def summaries(tenant: str) -> QuerySet:
     """The tenant's devices by name, read as :meth:`DeviceSummary.of` needs them (liveness and
     queue depth judged in SQL, printers prefetched). Page it with a keyset on ``(name, id)``."""
+    if inputs.lookup_name("tenant", tenant, 100) is None:  # no row can have it
+        return Device.objects.none()
     return Device.objects.filter(tenant=tenant).for_summary().order_by("name", "id")
 
 
@@ -57,12 +60,8 @@ def device_summary(tenant: str, name: str) -> DeviceSummary:
     return DeviceSummary.of(device)
 
 
-def _device_id(device: Device | int) -> int:
-    return device.pk if isinstance(device, Device) else int(device)
-
-
 def _set_paused(device: Device | int, paused: bool, reason: str) -> Device:
-    device_id = _device_id(device)
+    device_id = credentials.device_id_of(device)
     with transaction.atomic():
         changed = Device.objects.filter(pk=device_id, paused=not paused).update(
             paused=paused, control_revision=F("control_revision") + 1
@@ -93,7 +92,7 @@ def update_settings(device: Device | int, values: dict[str, Any]) -> Device:
     if not isinstance(values, dict):
         raise Invalid(message="'settings' must be a JSON object.")
     values = inputs.json_object("settings", values, qprint_settings.MAX_SETTINGS_BYTES)
-    device_id = _device_id(device)
+    device_id = credentials.device_id_of(device)
     with transaction.atomic():
         changed = Device.objects.filter(pk=device_id).update(
             settings=values, settings_revision=F("settings_revision") + 1
@@ -139,7 +138,7 @@ def replace_printers(
     """Replace the device's printer list with ``printers`` (a list of objects with ``name``,
     ``is_default``, ``status``, ``capabilities``). ``token_hash``: a socket's device, which must
     still hold that token and be enabled (checked under the device's lock, as for a claim)."""
-    device_id = _device_id(device)
+    device_id = credentials.device_id_of(device)
     rows = [
         DevicePrinter(device_id=device_id, **fields) for fields in parse_printers(printers).values()
     ]
@@ -196,7 +195,7 @@ def keep_agent_info(device_id: int, info: dict[str, Any]) -> None:
 
 def set_device_enabled(device: Device | int, enabled: bool) -> Device:
     """Enable or disable a device. A disabled device cannot claim (403) or connect."""
-    device_id = _device_id(device)
+    device_id = credentials.device_id_of(device)
     with transaction.atomic():
         changed = Device.objects.filter(pk=device_id, enabled=not enabled).update(enabled=enabled)
         fresh = Device.objects.filter(pk=device_id).first()

@@ -47,6 +47,8 @@ def get_job(tenant: str, job_id: uuid.UUID | str) -> PrintJob:
         job_uuid = uuid.UUID(str(job_id))
     except ValueError:
         raise NotFound("not_found", "No such job.") from None
+    if inputs.lookup_name("tenant", tenant, 100) is None:  # no row can have it
+        raise NotFound("not_found", "No such job.")
     job = PrintJob.objects.select_related("device").filter(tenant=tenant, pk=job_uuid).first()
     if job is None:
         raise NotFound("not_found", "No such job.")
@@ -180,6 +182,8 @@ def job_in(queryset: QuerySet, job: PrintJob | uuid.UUID | str, tenant: str | No
     """The job of ``queryset`` (of ``tenant`` when given); ``NotFound`` otherwise."""
     job_id = job.pk if isinstance(job, PrintJob) else job
     if tenant is not None:
+        if inputs.lookup_name("tenant", tenant, 100) is None:  # no row can have it
+            raise NotFound("not_found", "No such job.")
         queryset = queryset.filter(tenant=tenant)
     try:
         locked = queryset.filter(pk=uuid.UUID(str(job_id))).first()
@@ -211,6 +215,7 @@ def cancel_job(
     command goes to the device, which reports the outcome (once per job). Final: :class:`Conflict`
     (``job_final``). ``tenant`` restricts the lookup to that tenant.
     """
+    by = inputs.label("by", by, 150)
     with transaction.atomic():
         locked = locked_job(job, tenant)
         if is_final(locked.status):

@@ -96,6 +96,9 @@ def submit_job(
         title = inputs.text("title", title, 255)
         if idempotency_key is not None:
             idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
+        submitted_by = inputs.label("submitted_by", submitted_by, 255)
+        if presented is None and inputs.lookup_name("tenant", tenant, 100) is None:
+            raise NotFound("unknown_device", f"No device named {device_name!r}.")
     except QPrintError:
         if presented is not None:
             presented.authenticate()  # the key's standing is answered first
@@ -495,6 +498,7 @@ def reprint_job(
     A job already reprinted raises :class:`Conflict` (``already_reprinted``) unless ``force``:
     the original's row is locked while deciding, so two clicks at once make one reprint.
     """
+    by = inputs.label("by", by, 255)
     # The fit check reads the document (up to RENDER_TIMEOUT_SECONDS): before the row is locked.
     unlocked = jobs.job_in(PrintJob.objects.all(), job, tenant)
     content = storage.open_document(unlocked)

@@ -347,3 +347,38 @@ def test_documents_can_live_in_a_django_storage(device, tmp_path, settings):
     documents.delete_documents([job.pk])
     with pytest.raises(NotFound):
         documents.open_document(job)
+
+
+ODD = ["app\x00", "app\ud800", 42]
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        *(lambda d, by=by: api.submit_job("acme", d, PDF, "application/pdf", submitted_by=by)
+          for by in ODD),
+        *(lambda d, by=by: api.cancel_job(api.submit_job("acme", d, PDF, "application/pdf")[0],
+                                          by=by) for by in ODD),
+        *(lambda d, by=by: api.reprint_job(api.submit_job("acme", d, PDF, "application/pdf")[0],
+                                           by=by) for by in ODD),
+        *(lambda d, tenant=tenant: api.get_job(tenant, "0" * 32) for tenant in ODD),
+        *(lambda d, tenant=tenant: api.get_device(tenant, "front-desk") for tenant in ODD),
+        *(lambda d, tenant=tenant: api.submit_job(tenant, "front-desk", PDF, "application/pdf")
+          for tenant in ODD),
+        lambda d: api.revoke_application_key("acme\x00", "k"),
+        lambda d: api.pause_device(None),
+        lambda d: api.set_device_enabled("front-desk", False),
+        lambda d: api.send_command(2**70, "PING"),
+    ],
+)  # fmt: skip
+def test_host_code_with_odd_arguments_gets_a_qprint_error(device, call):
+    """docs/JOBS.md: refusals raise qprint.core.errors exceptions, never the database's error
+    nor a TypeError from inside."""
+    from qprint.core.errors import QPrintError
+
+    with pytest.raises(QPrintError):
+        call(device)
+
+
+def test_a_tenant_no_row_can_have_lists_no_device():
+    assert api.list_devices("acme\x00") == []
