@@ -71,6 +71,12 @@ class RenderRefused(QPrintError):
         if self.code == "no_preview":
             self.status = 415
 
+    def again(self) -> RenderRefused:
+        """The same refusal as a new exception, with no traceback: what a cache keeps and raises
+        (a raised exception holds its frames, and with them the document's bytes; raised again,
+        it gains more)."""
+        return type(self)(self.code, self.message)
+
 
 class RenderBusy(RenderRefused):
     """Every render worker of this process stayed busy for the time limit (HTTP 503)."""
@@ -378,6 +384,8 @@ class PageCache:
             return value
 
     def put(self, key: Hashable, value: bytes | RenderRefused) -> None:
+        if isinstance(value, RenderRefused):
+            value = value.again()  # its code and message only (a few hundred bytes)
         limit = int(qprint_settings.RENDER_CACHE_BYTES)
         size = self._size(value)
         if size > limit // 4:

@@ -50,7 +50,7 @@ def check_page_and_width(page: int, width: int) -> None:
 def _cached(page: PageToDraw) -> bytes | None:
     hit = pages.get(page.key)
     if isinstance(hit, render.RenderRefused):
-        raise hit
+        raise hit.again()
     return hit
 
 

@@ -253,3 +253,31 @@ def test_the_cache_keeps_its_bound_least_recently_used_out_first():
         assert cache.get(("job", 2)) is not None and cache.get(("job", 3)) is None
         cache.put(("big",), bytes(1001))  # more than a quarter of the bound: not kept
         assert cache.get(("big",)) is None
+
+
+def test_a_refusal_is_kept_without_the_frames_that_held_the_document():
+    """A raised exception holds its traceback, whose frames hold the document's bytes: the cache
+    keeps the refusal's code and message only, and each hit raises a new one, so a cached
+    refusal stays a few hundred bytes however often it is served."""
+    import uuid
+
+    from qprint.domain import previews
+
+    def refuse(document: bytes) -> None:
+        raise RenderRefused("broken_document", "The document is broken.")
+
+    page = previews.PageToDraw(uuid.uuid4(), "application/pdf", 1, 100)
+    document = bytes(1_000_000)
+    try:
+        refuse(document)
+    except RenderRefused as exc:
+        assert exc.__traceback__ is not None
+        previews.pages.put(page.key, exc)
+    kept = previews.pages.get(page.key)
+    assert kept.__traceback__ is None and kept.code == "broken_document"
+    for _ in range(3):
+        with pytest.raises(RenderRefused) as raised:
+            previews._cached(page)
+        assert raised.value is not kept and raised.value.message == "The document is broken."
+    assert previews.pages.get(page.key).__traceback__ is None
+    previews.pages.clear()
