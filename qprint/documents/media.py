@@ -169,6 +169,8 @@ def media_of(names: Iterable[Any]) -> list[Medium]:
             continue
         max_w, max_h, unit, name = ends["max"]
         min_w, min_h, *_ = ends.get("min", (0.0, 0.0, unit, name))
+        if _class == "roll":  # a receipt roll is cut where the document ends: any length up to max
+            min_h = 0.0
         ranges.append(Medium(name, (min_w, min_h), (max_w, max_h), unit))
     return fixed + ranges
 

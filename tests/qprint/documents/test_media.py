@@ -35,6 +35,8 @@ LABEL = pdfs.pdf([Page(101.6, 152.4)])
 LABEL_LANDSCAPE = pdfs.pdf([Page(152.4, 101.6)])
 RECEIPT = pdfs.pdf([Page(80, 200)])
 LONG_RECEIPT = pdfs.pdf([Page(80, 1200)])
+SHORT_RECEIPT = pdfs.pdf([Page(80, 20)])
+SHORT_RECEIPT_LANDSCAPE = pdfs.pdf([Page(15, 80)])
 A6 = pdfs.pdf([Page(105, 148)])
 
 
@@ -80,6 +82,8 @@ def test_names_without_a_size_are_left_out(name):
         (A4, "ippeveprinter-label", False),
         (RECEIPT, "ippeveprinter-receipt", True),
         (LONG_RECEIPT, "ippeveprinter-receipt", True),  # on the 80 mm roll
+        (SHORT_RECEIPT, "ippeveprinter-receipt", True),  # shorter than roll_min's length: any
+        (SHORT_RECEIPT_LANDSCAPE, "ippeveprinter-receipt", True),
         (A4, "ippeveprinter-receipt", False),
         (LABEL, "ippeveprinter-receipt", False),
     ],
