@@ -22,14 +22,13 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from typing import Any
 
 from django.core.exceptions import ValidationError
 
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid
-from qprint.core.text import storable
+from qprint.core.text import has_control_character, storable
 
 INVALID = "invalid"
 INVALID_TEXT = "invalid_text"
@@ -85,14 +84,12 @@ def required_text(name: str, value: Any, max_length: int) -> str:
 #: another action, and a field of its log lines, which a line break would split.
 DEVICE_NAME_RULE = "may not contain '/' nor a control character: it is part of URLs and logs."
 
-_CONTROL = re.compile("[\x00-\x1f\x7f]")
-
 
 def line(name: str, value: Any, max_length: int) -> str:
     """:func:`text` that fits on one line: no control character (a line break in a value a
     client sent would split the log line that shows it)."""
     checked = text(name, value, max_length)
-    if _CONTROL.search(checked):
+    if has_control_character(checked):
         raise refuse(INVALID_TEXT, name, "holds a control character (a line break, say).")
     return checked
 
@@ -113,7 +110,7 @@ def validate_device_name(value: str) -> None:
 
 
 def _device_name_allowed(value: str) -> bool:
-    return "/" not in value and not _CONTROL.search(value)
+    return "/" not in value and not has_control_character(value)
 
 
 def integer(name: str, value: Any) -> int:

@@ -33,6 +33,7 @@ import httpx
 from qprint.core import inputs
 from qprint.core.conf import qprint_settings
 from qprint.core.errors import Invalid
+from qprint.core.text import has_control_character
 
 logger = logging.getLogger("qprint.webhooks")
 
@@ -68,18 +69,20 @@ class Destination:
     scheme: str
     host: str
     port: int
+    #: The URL as the HTTP client parsed it (what an attempt sends to).
+    url: httpx.URL
 
 
 def parse(url: str) -> Destination:
     """The URL's scheme, host and port; :class:`Refused` when its form is not allowed, or when
     the HTTP client would not send to it (``urlsplit`` drops a tab or a newline and lets control
     characters and IDNA 2003 host names through; httpx refuses them)."""
-    if any(ord(ch) < 32 or ord(ch) == 127 for ch in url):
+    if has_control_character(url):
         raise Refused("the URL holds a control character")
     try:
         parts = urlsplit(url)
         port = parts.port
-        httpx.URL(url)
+        client_url = httpx.URL(url)
     except (ValueError, httpx.InvalidURL):
         raise Refused("not a valid URL") from None
     scheme = parts.scheme.lower()
@@ -92,7 +95,7 @@ def parse(url: str) -> Destination:
     if parts.username is not None or parts.password is not None:
         raise Refused("the URL must not carry a user name or password")
     return Destination(
-        scheme, host_name(parts.hostname), port or (443 if scheme == "https" else 80)
+        scheme, host_name(parts.hostname), port or (443 if scheme == "https" else 80), client_url
     )
 
 

@@ -180,7 +180,7 @@ class Sender:
             "content-type": "application/json",
             "user-agent": "qprint-webhooks",
         }
-        url = httpx.URL(due.url)
+        url = destination.url
         headers["host"] = url.netloc.decode("ascii")
         extensions = {"sni_hostname": destination.host} if destination.scheme == "https" else {}
         client = self._client(destination, address)
