@@ -115,16 +115,13 @@ def checked_defaults(parser: argparse.ArgumentParser, path: str, defaults: dict[
     checked: dict[str, Any] = {}
     for dest, value in defaults.items():
         action = actions.get(dest)
-        if dest == "printers" or action is None:
+        if dest in ("printers", "urls") or action is None:  # read_toml checked them
             checked[dest] = value
             continue
         where = f"--config {path}: {dest}"
         if isinstance(action, argparse._StoreConstAction):  # a switch (report_printers)
             if not isinstance(value, bool):
                 raise ValueError(f"{where} must be true or false, got {value!r}")
-        elif dest == "urls":
-            if not all(isinstance(url, str) for url in value):
-                raise ValueError(f"{where} must be a URL or a list of URLs, got {value!r}")
         elif action.type in NUMBERS:
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ValueError(f"{where} must be a number, got {value!r}")
@@ -263,9 +260,11 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             )
         elif key in TOML_KEYS:
             if key in ("url", "urls"):
-                if not isinstance(value, str | list):
-                    raise ValueError(f"--config {path}: urls must be a URL or a list of URLs")
                 value = [value] if isinstance(value, str) else value
+                if not (isinstance(value, list) and all(isinstance(url, str) for url in value)):
+                    raise ValueError(
+                        f"--config {path}: urls must be a URL or a list of URLs, got {value!r}"
+                    )
             defaults[TOML_KEYS[key]] = value
         else:
             raise ValueError(f"--config {path}: unknown setting {key!r}")

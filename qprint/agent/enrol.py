@@ -356,11 +356,11 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
     raise EnrolmentEnded(UNAVAILABLE, "the server could not be reached until the code expired")
 
 
-def _cannot_write_beside(config: Path) -> str:
-    """Why the config, or the token file it names (else ``device.token`` beside it), could not
-    be written by this user, or ``""``: the token is handed out once, so a file that cannot be
-    written would lose it. Each directory is made when missing, as the enrolment would."""
-    settings = read_toml(config) if config.exists() else {}
+def _cannot_write_beside(config: Path, settings: dict[str, Any]) -> str:
+    """Why the config, or the token file its ``settings`` name (else ``device.token`` beside
+    it), could not be written by this user, or ``""``: the token is handed out once, so a file
+    that cannot be written would lose it. Each directory is made when missing, as the
+    enrolment would."""
     token_dir = Path(settings["tokens_file"]).parent if settings.get("tokens_file") else None
     for directory in {config.parent, token_dir or config.parent}:
         where = directory.resolve()
@@ -379,13 +379,12 @@ def _cannot_write_beside(config: Path) -> str:
 def enroll_main(argv: list[str], *, start_agent) -> int:
     args = build_parser().parse_args(argv)
     config = Path(args.config or default_config_path())
-    if config.exists():
-        try:
-            read_toml(config)  # refuse to complete a config the agent could not read
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            return USAGE
-    cannot = _cannot_write_beside(config)
+    try:  # refuse to complete a config the agent could not read
+        settings = read_toml(config) if config.exists() else {}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return USAGE
+    cannot = _cannot_write_beside(config, settings)
     if cannot:  # known before the enrolment: its token is handed out once
         print(f"error: {cannot}", file=sys.stderr)
         return USAGE
