@@ -181,11 +181,12 @@ FEATURE_SETTINGS: tuple[Setting, ...] = (
     count(
         "RENDER_MAX_PIXELS",
         25_000_000,
-        "The pixels of one drawn page or source image (422 too_many_pixels).",
+        "The pixels of one drawn page, source image or CloudPRNT printer's image (422 "
+        "too_many_pixels).",
     ),
     count(
         "RENDER_CACHE_BYTES",
         32 * 1024 * 1024,
-        "The bytes of rendered pages each node process keeps (least recently used out).",
+        "The bytes of rendered images each node process keeps (least recently used out).",
     ),
 )

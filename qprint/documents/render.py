@@ -9,7 +9,9 @@
   ``broken_document``, ``too_many_pages``, ``page_too_large``, ``too_many_pixels``,
   ``no_such_page``, ``render_too_slow``, ``too_much_memory``, ``render_failed``; and
   :class:`RenderBusy`, 503 ``render_busy`` when every worker stayed busy for the time limit.
-- :class:`PageCache`: rendered pages (and refusals) per (job, page, width, mode), bounded in bytes.
+- :func:`render_strip`: the first pages one under the other, one PNG (a receipt printer's image).
+- :class:`PageCache`: rendered images (and refusals) by key, bounded in bytes; :data:`pages` is
+  this process's, which :func:`keep` fills and :func:`kept` reads.
 
 Bounds (docs/DOCUMENTS.md, "Bounds"): PDFium and Pillow never run in a node's own process. Each
 process keeps up to ``QPRINT["RENDER_WORKERS"]`` worker processes (:mod:`qprint.documents.worker`),
@@ -33,7 +35,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -328,20 +330,40 @@ class WorkerPool:
 workers = WorkerPool()
 
 
+def _positive(name: str, value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, not {value!r}")
+    return value
+
+
+def _drawing(op: str, content_type: str, width: int, mode: str) -> dict[str, Any]:
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    _positive("width", width)
+    return {"op": op, "content_type": check_renderable(content_type), "width": width, "mode": mode}
+
+
 def render_page(
     content: bytes, content_type: str, *, page: int = 1, width: int, mode: str = "rgb"
 ) -> bytes:
     """Page ``page`` (from 1) of the document as a PNG ``width`` pixels wide (the height follows
     the page). ``mode``: ``"rgb"``, ``"gray"`` (8-bit grey) or ``"mono"`` (1-bit, dithered).
     Raises :class:`RenderRefused`."""
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    if not isinstance(width, int) or isinstance(width, bool) or width < 1:
-        raise ValueError(f"width must be a positive integer, not {width!r}")
-    if not isinstance(page, int) or isinstance(page, bool) or page < 1:
-        raise ValueError(f"page must be a positive integer, not {page!r}")
-    base = check_renderable(content_type)
-    request = {"op": "render", "content_type": base, "page": page, "width": width, "mode": mode}
+    request = _drawing("render", content_type, width, mode)
+    request["page"] = _positive("page", page)
+    return workers.ask(request, content)[1]
+
+
+def render_strip(
+    content: bytes, content_type: str, *, pages: int, width: int, mode: str = "mono"
+) -> bytes:
+    """The document's first ``pages`` pages one under the other, as one PNG ``width`` pixels
+    wide (an image is its one page): what a printer that takes one image per job prints, a
+    receipt having no page breaks. Drawn in one worker request, so the whole strip has one
+    time limit, and its pixels, all pages together, are bounded by ``RENDER_MAX_PIXELS``
+    (422 ``too_many_pixels`` before anything is drawn). Raises :class:`RenderRefused`."""
+    request = _drawing("strip", content_type, width, mode)
+    request["pages"] = _positive("pages", pages)
     return workers.ask(request, content)[1]
 
 
@@ -411,3 +433,34 @@ class PageCache:
         with self._lock:
             self._entries.clear()
             self._bytes = 0
+
+
+#: This process's rendered images, and refusals, for every caller: one bound per process.
+pages = PageCache()
+
+
+def keep(key: Hashable, draw: Callable[[], bytes]) -> bytes:
+    """The image kept under ``key``, else ``draw()``'s, kept. A kept refusal is raised again, and
+    ``draw()``'s refusal is kept and raised, but for :class:`RenderBusy` (not the document's
+    fault: the next try may render it). A job's document never changes (a reprint is a new job),
+    so a key naming the job, the page(s), the width and the mode is never stale."""
+    hit = kept(key)
+    if hit is not None:
+        return hit
+    try:
+        png = draw()
+    except RenderBusy:
+        raise
+    except RenderRefused as exc:
+        pages.put(key, exc)
+        raise
+    pages.put(key, png)
+    return png
+
+
+def kept(key: Hashable) -> bytes | None:
+    """The image kept under ``key`` (``None``: none); a kept refusal is raised again."""
+    hit = pages.get(key)
+    if isinstance(hit, RenderRefused):
+        raise hit.again()
+    return hit

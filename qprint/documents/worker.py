@@ -6,15 +6,18 @@ imports PDFium (pypdfium2) and Pillow, caps its own address space (``RLIMIT_AS``
 ``MEMORY_BYTES`` and writes no core file, says ``ready``, then answers requests one at a time on
 stdin/stdout until stdin closes. Nothing of Django is imported here.
 
-Each request is a JSON header line and the document's bytes (``size`` of them); each answer is a
-JSON header line, then ``size`` bytes of PNG when the header says ``"ok": true``. Only JSON and
+Each request is a JSON header line and the document's bytes (``size`` of them); its ``op`` is
+``info`` (the pages and their sizes), ``render`` (one page) or ``strip`` (the first pages one
+under the other, one image). Each answer is a JSON header line, then ``size`` bytes of PNG when the
+header says ``"ok": true``. Only JSON and
 raw bytes cross the pipe (never pickle): what a document made of this process cannot become code
 in the node. A refusal is ``{"ok": false, "code", "message"}``; when the process runs out of
 memory it answers ``too_much_memory`` if it still can, and exits either way (PDFium aborts on a
 failed allocation: then the node sees the pipe close and refuses the document the same way).
 
 The limits a request carries: ``max_pages`` (a document with more pages is refused, whatever page
-is asked for), ``max_pixels`` (of the bitmap a page is drawn on, and of a PNG/JPEG source image)
+is asked for), ``max_pixels`` (of the bitmap a page is drawn on, of a strip as a whole, and of a
+PNG/JPEG source image)
 and the page's largest side (14,400 units, 5.08 m at 72 per inch: the largest page the PDF
 format itself allows, far beyond any printer).
 """
@@ -102,6 +105,33 @@ def info(request: dict[str, Any], content: bytes) -> dict[str, Any]:
         document.close()
 
 
+def _page_height(document, index: int, width: int) -> int:
+    """The height in pixels of page ``index`` drawn ``width`` wide."""
+    page_width, page_height = _page_size(document, index)
+    return max(1, round(page_height * width / page_width))
+
+
+def _draw(document, index: int, width: int, height: int, mode: str):
+    """Page ``index`` as a Pillow image of ``width`` × ``height`` (RGB, or grey for the others)."""
+    page_width, _ = _page_size(document, index)
+    # A hair under width / page_width, so that PDFium's ceil() of the bitmap's width is
+    # exactly ``width`` whatever the rounding of the product.
+    scale = (width - 1e-6) / page_width
+    page = document[index]
+    try:
+        bitmap = page.render(
+            scale=scale,
+            grayscale=mode != "rgb",
+            may_draw_forms=False,
+            fill_color=(255, 255, 255, 255),
+        )
+        image = bitmap.to_pil().convert("RGB" if mode == "rgb" else "L")
+        # PDFium rounds the height up: a last row of less than half a pixel is cut off.
+        return image.crop((0, 0, width, height)) if image.size != (width, height) else image
+    finally:
+        page.close()
+
+
 def _pdf_page(request: dict[str, Any], content: bytes):
     document = _pdf(content, request["max_pages"])
     try:
@@ -110,25 +140,9 @@ def _pdf_page(request: dict[str, Any], content: bytes):
             raise Refusal(
                 "no_such_page", f"Page {index + 1} was asked for; the PDF has {len(document)}."
             )
-        page_width, page_height = _page_size(document, index)
-        height = max(1, round(page_height * width / page_width))
+        height = _page_height(document, index, width)
         _check_pixels(width, height, request["max_pixels"], f"Page {index + 1} at {width} wide")
-        # A hair under width / page_width, so that PDFium's ceil() of the bitmap's width is
-        # exactly ``width`` whatever the rounding of the product.
-        scale = (width - 1e-6) / page_width
-        page = document[index]
-        try:
-            bitmap = page.render(
-                scale=scale,
-                grayscale=request["mode"] != "rgb",
-                may_draw_forms=False,
-                fill_color=(255, 255, 255, 255),
-            )
-            image = bitmap.to_pil().convert("RGB" if request["mode"] == "rgb" else "L")
-            # PDFium rounds the height up: a last row of less than half a pixel is cut off.
-            return image.crop((0, 0, width, height)) if image.size != (width, height) else image
-        finally:
-            page.close()
+        return _draw(document, index, width, height, request["mode"])
     finally:
         document.close()
 
@@ -166,17 +180,54 @@ def _image(request: dict[str, Any], content: bytes):
     return image.resize((width, height), Image.Resampling.LANCZOS)
 
 
+def _finished(image, mode: str):
+    if mode == "mono":
+        return image.convert("1")  # Pillow dithers (Floyd-Steinberg) when it makes 1-bit
+    return image
+
+
+def _png(image) -> bytes:
+    out = io.BytesIO()
+    image.save(out, "PNG")
+    return out.getvalue()
+
+
 def render(request: dict[str, Any], content: bytes) -> bytes:
     """One page as a PNG ``width`` pixels wide: RGB, grey, or 1-bit (Floyd-Steinberg dithered)."""
     if request["content_type"] in IMAGE_TYPES:
         image = _image(request, content)
     else:
         image = _pdf_page(request, content)
-    if request["mode"] == "mono":
-        image = image.convert("1")  # Pillow dithers (Floyd-Steinberg) when it makes 1-bit
-    out = io.BytesIO()
-    image.save(out, "PNG")
-    return out.getvalue()
+    return _png(_finished(image, request["mode"]))
+
+
+def strip(request: dict[str, Any], content: bytes) -> bytes:
+    """The first ``pages`` pages one under the other, as one PNG ``width`` pixels wide (what a
+    printer that takes one image per job prints: a receipt has no page breaks); an image is its
+    one page. The whole image is bounded by ``max_pixels``, checked from the page sizes before
+    anything is drawn; each page is drawn (and dithered) on its own."""
+    if request["content_type"] in IMAGE_TYPES:
+        return render({**request, "page": 1}, content)
+    from PIL import Image
+
+    document = _pdf(content, request["max_pages"])
+    try:
+        width, mode = request["width"], request["mode"]
+        count = min(len(document), request["pages"])
+        heights = [_page_height(document, index, width) for index in range(count)]
+        what = f"Page 1 at {width} wide" if count == 1 else f"{count} pages at {width} wide"
+        _check_pixels(width, sum(heights), request["max_pixels"], what)
+        whole = Image.new(MODES[mode], (width, sum(heights)), "white")
+        top = 0
+        for index, height in enumerate(heights):
+            whole.paste(_finished(_draw(document, index, width, height, mode), mode), (0, top))
+            top += height
+        return _png(whole)
+    finally:
+        document.close()
+
+
+OPERATIONS = {"render": render, "strip": strip}
 
 
 def answer(request: dict[str, Any], content: bytes) -> tuple[dict[str, Any], bytes]:
@@ -184,7 +235,7 @@ def answer(request: dict[str, Any], content: bytes) -> tuple[dict[str, Any], byt
         raise Refusal("no_preview", "Not a PDF, PNG or JPEG document.")
     if request["op"] == "info":
         return {"ok": True, **info(request, content), "size": 0}, b""
-    png = render(request, content)
+    png = OPERATIONS[request["op"]](request, content)
     return {"ok": True, "size": len(png)}, png
 
 

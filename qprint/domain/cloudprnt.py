@@ -44,7 +44,7 @@ from qprint.core.conf import qprint_settings
 from qprint.core.errors import Conflict, EventRejected, Invalid, NotFound, QPrintError
 from qprint.core.states import JobStatus
 from qprint.core.text import storable
-from qprint.documents import render, stack, storage
+from qprint.documents import render, storage
 from qprint.domain import claim, connection, credentials, devices, events
 from qprint.models import Device, DeviceKind, PrintJob
 from qprint.webhooks import outbox
@@ -335,10 +335,11 @@ def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetch
             message=f"The job is offered as {', '.join(types) or 'nothing'}, "
             f"not {media_type or '?'}."
         )
-    content = storage.open_document(job)
-    base = job.content_type.split(";", 1)[0].strip().lower()
-    if media_type != base:
-        content = _render(content, base, dots(device.settings))
+    base = render.base_type(job.content_type)
+    if media_type == base:
+        content = storage.open_document(job)
+    else:
+        content = _rendered(job, base, dots(device.settings))
     if job.status == JobStatus.CLAIMED:
         detail = {"media_type": media_type, "mac": mac}
         try:
@@ -349,14 +350,18 @@ def fetch(device: Device, mac: str, token: str | None, media_type: str) -> Fetch
     return Fetched(content=content, content_type=media_type, options=job.options or {})
 
 
-def _render(content: bytes, content_type: str, width: int) -> bytes:
-    """``image/png`` of the document at ``width`` dots, one-bit (pages stacked, a receipt)."""
-    count = min(render.page_count(content, content_type), MAX_RENDERED_PAGES)
-    pages = [
-        render.render_page(content, content_type, page=n, width=width, mode="mono")
-        for n in range(1, count + 1)
-    ]
-    return pages[0] if len(pages) == 1 else stack.stacked(pages)
+def _rendered(job: PrintJob, content_type: str, width: int) -> bytes:
+    """``image/png`` of the job's document at ``width`` dots, one-bit, its pages one under the
+    other (a receipt), drawn by the render worker and kept in the process's render cache: a
+    printer's second GET of the job is not drawn again."""
+
+    def drawn() -> bytes:
+        content = storage.open_document(job)
+        return render.render_strip(
+            content, content_type, pages=MAX_RENDERED_PAGES, width=width, mode="mono"
+        )
+
+    return render.keep((job.pk, "strip", width, "mono"), drawn)
 
 
 def _record(

@@ -5,10 +5,10 @@ Two steps so that a transport can run them on different threads: :func:`preview_
 read: the job in the caller's tenant, its content type, the cache) and :func:`draw` (the
 document's bytes and the render, up to ``RENDER_TIMEOUT_SECONDS``). :func:`job_preview` does both.
 
-Rendered pages, and refusals, are cached per (job, page, width) in :data:`pages`: a job's document
-never changes (a reprint is a new job), so an entry is never stale; it leaves when space is needed
-(``QPRINT["RENDER_CACHE_BYTES"]`` per process). A job deleted by retention is not found before its
-entries are looked at.
+Rendered pages, and refusals, are kept per (job, page, width) in the process's render cache
+(:func:`qprint.documents.render.keep`): a job's document never changes (a reprint is a new job), so
+an entry is never stale; it leaves when space is needed (``QPRINT["RENDER_CACHE_BYTES"]`` per
+process). A job deleted by retention is not found before its entries are looked at.
 """
 
 from __future__ import annotations
@@ -23,9 +23,6 @@ from qprint.models import PrintJob
 
 DEFAULT_WIDTH = 600
 MAX_WIDTH = 1600
-
-#: This process's rendered pages (and refusals), by (job, page, width, mode).
-pages = render.PageCache()
 
 
 @dataclass(frozen=True)
@@ -47,13 +44,6 @@ def check_page_and_width(page: int, width: int) -> None:
         raise Invalid(message=f"width: must be a number of pixels from 1 to {MAX_WIDTH}")
 
 
-def _cached(page: PageToDraw) -> bytes | None:
-    hit = pages.get(page.key)
-    if isinstance(hit, render.RenderRefused):
-        raise hit.again()
-    return hit
-
-
 def preview_of(
     tenant: str, job_id: uuid.UUID | str, *, page: int = 1, width: int = DEFAULT_WIDTH
 ) -> bytes | PageToDraw:
@@ -67,25 +57,18 @@ def preview_of(
 def _to_draw(job: PrintJob, page: int, width: int) -> bytes | PageToDraw:
     render.check_renderable(job.content_type)
     wanted = PageToDraw(job.pk, job.content_type, page, width)
-    return _cached(wanted) or wanted
+    return render.kept(wanted.key) or wanted
 
 
 def draw(page: PageToDraw) -> bytes:
     """Render the page (reading the document) and keep the outcome. Raises ``NotFound`` (the
     document is no longer stored) and :class:`~qprint.documents.render.RenderRefused`."""
-    hit = _cached(page)  # another request may have drawn it meanwhile
-    if hit is not None:
-        return hit
-    content = storage.open_document(page.job_id)
-    try:
-        png = render.render_page(content, page.content_type, page=page.page, width=page.width)
-    except render.RenderBusy:
-        raise  # not the document's fault: the next try may render it
-    except render.RenderRefused as exc:
-        pages.put(page.key, exc)
-        raise
-    pages.put(page.key, png)
-    return png
+
+    def drawn() -> bytes:
+        content = storage.open_document(page.job_id)
+        return render.render_page(content, page.content_type, page=page.page, width=page.width)
+
+    return render.keep(page.key, drawn)  # another request may have drawn it meanwhile
 
 
 def job_preview(job: PrintJob, *, page: int = 1, width: int = DEFAULT_WIDTH) -> bytes:

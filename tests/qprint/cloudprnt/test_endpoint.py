@@ -390,6 +390,41 @@ def test_a_pdf_is_fetched_as_one_bit_png_at_the_device_dots_pages_stacked(
     assert printer.fetch(answer["jobToken"], "image/png").body == reply.body
 
 
+def test_a_printer_fetching_again_gets_the_image_drawn_the_first_time(printer, stop_render_workers):
+    """The image is kept in the process's render cache: a printer's second GET of the job (a
+    retry) is not drawn again. Shown by a renderer that would now refuse it: not asked."""
+    from tests.qprint.documents import pdfs
+
+    submit(pdfs.pdf([pdfs.Page(80, 100, [(10, 10, 20, 20)])]), "application/pdf")
+    token = printer.poll()["jobToken"]
+    first = printer.fetch(token, "image/png")
+    assert first.status == 200, first.body[:300]
+    with override_settings(QPRINT={"RENDER_MAX_PIXELS": 1}):
+        again = printer.fetch(token, "image/png")
+    assert (again.status, again.body) == (200, first.body)
+
+
+def test_pages_too_many_pixels_together_are_refused_before_any_is_drawn(
+    printer, stop_render_workers
+):
+    """Each page within the bounds, but the one image the printer would get is not: 422
+    ``too_many_pixels`` from the page sizes, in the renderer's time limit (every page drawn would
+    take longer than that), and the job stays the printer's to confirm as failed."""
+    from tests.qprint.documents import pdfs
+
+    long_receipts = pdfs.pdf([pdfs.Page(80, 5080, [(10, 10, 60, 4000)])] * 20)
+    job = submit(long_receipts, "application/pdf")
+    token = printer.poll()["jobToken"]
+    with override_settings(QPRINT={"RENDER_TIMEOUT_SECONDS": 2}):
+        reply = printer.fetch(token, "image/png")
+    assert reply.status == 422, reply.body[:300]
+    assert reply.json()["error"] == "too_many_pixels"
+    assert "20 pages at 576 wide" in reply.json()["message"]
+    assert job_of(job).status == "CLAIMED"
+    assert printer.confirm(token, "520 Job download error").status == 200
+    assert job_of(job).status == "FAILED"
+
+
 def test_a_jpeg_is_offered_as_it_is_and_as_png(printer, stop_render_workers):
     import io
 

@@ -9,7 +9,13 @@ from django.test import override_settings
 from PIL import Image
 
 from qprint.documents import render
-from qprint.documents.render import RenderRefused, page_count, page_sizes, render_page
+from qprint.documents.render import (
+    RenderRefused,
+    page_count,
+    page_sizes,
+    render_page,
+    render_strip,
+)
 from tests.qprint.documents import pdfs
 from tests.qprint.documents.pdfs import MM, Page
 
@@ -119,6 +125,46 @@ def test_gray_is_eight_bit_and_mono_one_bit_dithered():
     )
     histogram = png(render_page(half, "application/pdf", width=200, mode="mono")).histogram()
     assert 0.4 < histogram[0] / (histogram[0] + histogram[255]) < 0.6
+
+
+def test_a_strip_is_the_first_pages_one_under_the_other_one_bit():
+    """A receipt printer's one image: each page at the width, in order, at most ``pages``."""
+    document = pdfs.pdf(
+        [
+            Page(80, 40, [(0, 10, 80, 5)]),
+            Page(80, 20, [(0, 15, 80, 5)]),
+            Page(160, 40, [(0, 0, 160, 10)]),
+        ]
+    )
+    image = png(render_strip(document, "application/pdf", pages=2, width=160))
+    assert (image.mode, image.size) == ("1", (160, 80 + 40))
+    black = [y for y in range(image.height) if image.getpixel((80, y)) == 0]
+    first, second = black[:10], black[10:]
+    assert (first, second) == (list(range(20, 30)), list(range(80 + 30, 80 + 40)))
+    whole = png(render_strip(document, "application/pdf", pages=20, width=160))
+    assert whole.size == (160, 80 + 40 + 40)
+    colour = png(render_strip(document, "application/pdf", pages=1, width=160, mode="rgb"))
+    assert (colour.mode, colour.size) == ("RGB", (160, 80))
+
+
+def test_a_strip_of_an_image_is_the_image():
+    source = Image.new("RGB", (400, 200), "white")
+    data = io.BytesIO()
+    source.save(data, "PNG")
+    image = png(render_strip(data.getvalue(), "image/png", pages=20, width=200))
+    assert (image.mode, image.size) == ("1", (200, 100))
+
+
+def test_a_strip_is_bounded_as_a_whole_before_anything_is_drawn():
+    """Pages within the pixel bound each, too many together: refused from the page sizes."""
+    document = pdfs.pdf([Page(80, 100)] * 3)
+    with override_settings(QPRINT={"RENDER_MAX_PIXELS": 576 * 720 * 2}):
+        two = png(render_strip(document, "application/pdf", pages=2, width=576))
+        assert two.size == (576, 1440)
+        with pytest.raises(RenderRefused) as refused:
+            render_strip(document, "application/pdf", pages=3, width=576)
+    assert (refused.value.status, refused.value.code) == (422, "too_many_pixels")
+    assert "3 pages at 576 wide would be 576 × 2160 pixels" in refused.value.message
 
 
 @pytest.mark.parametrize("kind", ["PNG", "JPEG"])
@@ -239,6 +285,13 @@ def test_bad_arguments_are_programming_errors():
     for kwargs in ({"width": 0}, {"width": 100, "page": 0}, {"width": 100, "mode": "cmyk"}):
         with pytest.raises(ValueError):
             render_page(document, "application/pdf", **kwargs)
+    for kwargs in (
+        {"width": 0, "pages": 1},
+        {"width": 100, "pages": 0},
+        {"width": 1, "pages": True},
+    ):
+        with pytest.raises(ValueError):
+            render_strip(document, "application/pdf", **kwargs)
 
 
 def test_the_cache_keeps_its_bound_least_recently_used_out_first():
@@ -261,23 +314,21 @@ def test_a_refusal_is_kept_without_the_frames_that_held_the_document():
     refusal stays a few hundred bytes however often it is served."""
     import uuid
 
-    from qprint.domain import previews
+    key = (uuid.uuid4(), 1, 100, "rgb")
+    document = bytes(1_000_000)
 
-    def refuse(document: bytes) -> None:
+    def draw() -> bytes:
+        assert document
         raise RenderRefused("broken_document", "The document is broken.")
 
-    page = previews.PageToDraw(uuid.uuid4(), "application/pdf", 1, 100)
-    document = bytes(1_000_000)
-    try:
-        refuse(document)
-    except RenderRefused as exc:
-        assert exc.__traceback__ is not None
-        previews.pages.put(page.key, exc)
-    kept = previews.pages.get(page.key)
+    with pytest.raises(RenderRefused) as first:
+        render.keep(key, draw)
+    assert first.value.__traceback__ is not None
+    kept = render.pages.get(key)
     assert kept.__traceback__ is None and kept.code == "broken_document"
     for _ in range(3):
         with pytest.raises(RenderRefused) as raised:
-            previews._cached(page)
+            render.keep(key, draw)
         assert raised.value is not kept and raised.value.message == "The document is broken."
-    assert previews.pages.get(page.key).__traceback__ is None
-    previews.pages.clear()
+    assert render.pages.get(key).__traceback__ is None
+    render.pages.clear()

@@ -10,7 +10,6 @@ from PIL import Image
 
 from qprint import api
 from qprint.documents import render
-from qprint.domain import previews
 from tests.qprint.documents import pdfs
 from tests.qprint.documents.pdfs import Page
 from tests.qprint.factories import make_device, make_key
@@ -29,9 +28,9 @@ def stop_workers():
 
 @pytest.fixture(autouse=True)
 def empty_cache():
-    previews.pages.clear()
+    render.pages.clear()
     yield
-    previews.pages.clear()
+    render.pages.clear()
 
 
 @pytest.fixture
