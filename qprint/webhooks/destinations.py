@@ -99,6 +99,19 @@ def parse(url: str) -> Destination:
     )
 
 
+def shown(url: str) -> str:
+    """``url`` as a log line names it: its scheme, host and port, the rest cut to ``/…`` (many
+    receivers take their own secret in the URL's path or query, and a log is read by more people
+    than the tenant's webhook list)."""
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return "(not a URL)"
+    rest = "/…" if parts.path.strip("/") or parts.query or parts.fragment else ""
+    return f"{parts.scheme}://{parts.hostname or ''}{port}{rest}"
+
+
 def host_name(host: str) -> str:
     """``host`` as DNS asks for it (lower case, IDNA-encoded); :class:`Refused` when it cannot be
     a host name (an empty or over-long label, a character IDNA refuses, a lone surrogate)."""
@@ -208,6 +221,6 @@ def check_url(url: str) -> str:
     try:
         resolve_checked(parse(url))
     except Refused as exc:
-        logger.info("webhook_url_refused url=%s reason=%s", url, exc.detail)
+        logger.info("webhook_url_refused url=%s reason=%s", shown(url), exc.detail)
         raise Invalid(message=f"'url' is refused: {exc}.") from None
     return url

@@ -68,7 +68,12 @@ def create_endpoint(
             tenant=tenant, url=url, events=events, description=description, secret=secret
         )
     endpoint.refresh_from_db(fields=["created_at"])
-    logger.info("webhook_created tenant=%s endpoint=%s url=%s", tenant, endpoint.pk, url)
+    logger.info(
+        "webhook_created tenant=%s endpoint=%s url=%s",
+        tenant,
+        endpoint.pk,
+        destinations.shown(url),
+    )
     return endpoint, secret
 
 

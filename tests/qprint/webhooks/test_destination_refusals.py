@@ -127,3 +127,32 @@ def test_a_refusal_does_not_tell_what_an_internal_name_resolves_to(client, dns):
         assert name not in message
     # Resolving to an internal address and not resolving at all read the same: no oracle.
     assert len(set(messages.values())) == 1
+
+
+def test_logs_name_a_webhook_url_by_its_origin_not_the_secret_it_may_carry(client, dns, caplog):
+    """A receiver's URL often carries its own secret (a path like ``/services/T0/B0/secret``, a
+    ``?token=``): the node's log names the scheme, host and port only, made or refused."""
+    key = make_key()
+    dns["db.internal.example"] = ["10.20.30.40"]
+    with caplog.at_level("INFO", logger="qprint.webhooks"):
+        refused(create(client, key, url="https://db.internal.example/in#t0k3n"))
+        made = create(client, key, url="https://hooks.example:8443/services/T0/s3cret?token=t0k3n")
+    assert made.status_code == 201, made.content
+    lines = [r.getMessage() for r in caplog.records]
+    assert any("url=https://hooks.example:8443/…" in line for line in lines), lines
+    assert any("url=https://db.internal.example/… reason=" in line for line in lines), lines
+    assert not [line for line in lines if "s3cret" in line or "t0k3n" in line]
+
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://hooks.example", "https://hooks.example"),
+        ("https://hooks.example/", "https://hooks.example"),
+        ("https://HOOKS.example:443/a", "https://hooks.example:443/…"),
+        ("https://hooks.example?k=1", "https://hooks.example/…"),
+        ("https://hooks.example:99999/a", "(not a URL)"),
+    ],
+)
+def test_a_url_shown_in_a_log(url, shown):
+    assert destinations.shown(url) == shown
