@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from qprint.realtime.mailbox import Mailbox
+from qprint.realtime.mailbox import CLIENT_MESSAGES_HELD, Mailbox
 
 
 def frame(n: int) -> dict:
@@ -108,3 +108,25 @@ async def test_the_client_is_not_read_past_its_disconnect_and_close_stops_the_re
     server.put_nowait(frame(10))
     await asyncio.sleep(0)
     assert server.qsize() == 1  # a closed mailbox takes nothing more from the server
+
+
+async def test_the_mailbox_holds_a_few_client_messages_and_leaves_the_rest_in_the_servers_queue():
+    server = asyncio.Queue()
+    mailbox = Mailbox(server.get)
+    count = 3 * CLIENT_MESSAGES_HELD
+    for n in range(count):
+        server.put_nowait(frame(n))
+    try:
+        await asyncio.sleep(0)  # the client's messages reach the mailbox, as many as it holds
+        assert server.qsize() == count - CLIENT_MESSAGES_HELD
+        assert await take(mailbox, CLIENT_MESSAGES_HELD // 2) == [
+            frame(n) for n in range(CLIENT_MESSAGES_HELD // 2)
+        ]
+        await asyncio.sleep(0)  # half are taken: it takes more
+        assert server.qsize() == count - CLIENT_MESSAGES_HELD - CLIENT_MESSAGES_HELD // 2
+        taken = [await mailbox.arrived() for _ in range(count - CLIENT_MESSAGES_HELD // 2)]
+        assert taken == [frame(n) for n in range(CLIENT_MESSAGES_HELD // 2, count)]
+        assert server.qsize() == 0
+        assert await mailbox.arrived() is None
+    finally:
+        await mailbox.close()
