@@ -19,8 +19,9 @@ class QPrintConfig(AppConfig):
 
         # A refused socket upgrade is one log line, not Daphne's traceback.
         server_log.install()
-        # Daphne's requests skip Twisted's parsing of form bodies, which Daphne never reads, and
-        # autobahn's debug line of a connection's options is built only when it is written.
+        # Daphne's requests skip Twisted's parsing of form bodies, which Daphne never reads,
+        # autobahn's debug line of a connection's options is built only when it is written, and a
+        # socket is not read while too many of its frames wait unhandled.
         web_server.install()
 
         # Wakeups leave through the process's bounded publisher (shared with the notices).

@@ -23,6 +23,19 @@ connect (docs/PERFORMANCE.md, "autobahn's options line"). :func:`options_line_wh
 wraps that set-up on Daphne's protocol: where the connection's logger drops debug lines, the
 options are copied here, and autobahn's copy finds nothing left to copy or print; with debug
 logging on, autobahn does both itself, as before.
+
+**A socket's frames, read no faster than they are handled.** Daphne puts every frame a
+WebSocket brings into the application's queue as it arrives, and that queue has no bound: while
+the application is busy with one frame (a statement waiting on a row lock, a slow database), a
+client that keeps sending fills the node's memory, up to Daphne's message cap (1 MiB) a frame.
+:func:`reading_paused_when_behind` stops reading a connection's socket while
+:data:`PAUSE_AT_FRAMES` of its frames wait in that queue, so TCP pushes back: the frames wait
+in the client's buffers and the kernel's. Reading starts again once no more than
+:data:`RESUME_AT_FRAMES` wait, looked at every :data:`RESUME_CHECK_SECONDS` while paused and
+never otherwise. No frame is dropped or reordered: the bytes stay in the socket, in order, and
+the client's close and its answers to pings are read after the frames before them. A pause that
+outlasts Daphne's ping interval and timeout (20 s and 30 s by default) ends as a silent client's
+would: autobahn drops the connection, its pong unread.
 """
 
 from __future__ import annotations
@@ -35,11 +48,25 @@ from collections.abc import Callable
 #: The levels of autobahn's (txaio's) loggers that drop debug lines.
 QUIET_LEVELS = frozenset({"none", "critical", "error", "warn", "info"})
 
+#: A socket is not read while this many of its frames wait in the application's queue. An
+#: application takes its frames one at a time: more waiting in the node make it no faster, and
+#: each may be 1 MiB (Daphne's message cap). qprint's device socket holds as many again in its
+#: mailbox (``qprint.realtime.mailbox``): a device keeps at most 16 frames unhandled in the node,
+#: and what the read that reached the bound brought (up to 64 KiB of bytes).
+PAUSE_AT_FRAMES = 8
+#: A paused socket is read again once no more than this many of its frames wait: the application
+#: still has frames to take while the next ones are read.
+RESUME_AT_FRAMES = 2
+#: How often a paused socket's queue is looked at, in seconds (a socket not paused costs nothing:
+#: each frame's arrival compares the queue's length with :data:`PAUSE_AT_FRAMES`, no more).
+RESUME_CHECK_SECONDS = 0.02
+
 
 def install() -> None:
-    """Both changes, in a process that runs Daphne (elsewhere nothing is changed)."""
+    """The three changes, in a process that runs Daphne (elsewhere nothing is changed)."""
     form_parsing_off()
     options_line_when_written()
+    reading_paused_when_behind()
 
 
 def _change_once(module_name: str, class_name: str, change: Callable[[type], bool]) -> bool:
@@ -113,3 +140,58 @@ def _options_copied_quietly(protocol: type) -> bool:
 
     protocol._connectionMade = _connectionMade
     return True
+
+
+def reading_paused_when_behind() -> bool:
+    """Stop reading a Daphne WebSocket while :data:`PAUSE_AT_FRAMES` of its frames wait in its
+    application's queue, and read it again once no more than :data:`RESUME_AT_FRAMES` do. True
+    when the change is in place (now or already), False when Daphne's socket is not loaded or
+    has not what the change relies on (its frame handler, its application's queue, autobahn's
+    states)."""
+    return _change_once("daphne.ws_protocol", "WebSocketProtocol", _paused_when_behind)
+
+
+def _paused_when_behind(protocol: type) -> bool:
+    relied_on = ("onMessage", "applicationCreateWorked", "STATE_CLOSED")
+    if not all(hasattr(protocol, name) for name in relied_on):
+        return False
+    original = protocol.onMessage
+
+    @functools.wraps(original)
+    def onMessage(self, payload: bytes, isBinary: bool) -> None:
+        original(self, payload, isBinary)
+        if self.application_queue.qsize() >= PAUSE_AT_FRAMES:
+            pause_reading(self)
+
+    protocol.onMessage = onMessage
+    protocol._qprint_reading_paused = False
+    return True
+
+
+def pause_reading(connection) -> None:
+    """Stop reading ``connection`` (Daphne's ``WebSocketProtocol``) and look at its queue every
+    :data:`RESUME_CHECK_SECONDS` until it has drained. The transport is paused at every frame
+    that arrives over the bound, not only the first: another that resumes it (Twisted's HTTP
+    channel stays the transport's producer after the upgrade) lets one read more in, no more."""
+    connection.transport.pauseProducing()
+    if not connection._qprint_reading_paused:
+        connection._qprint_reading_paused = True
+        _check_later(connection)
+
+
+def resume_when_drained(connection) -> None:
+    """Read ``connection`` again when no more than :data:`RESUME_AT_FRAMES` of its frames wait;
+    otherwise look again later. A closed connection is left alone."""
+    if connection.state == connection.STATE_CLOSED:
+        connection._qprint_reading_paused = False
+    elif connection.application_queue.qsize() > RESUME_AT_FRAMES:
+        _check_later(connection)
+    else:
+        connection._qprint_reading_paused = False
+        connection.transport.resumeProducing()
+
+
+def _check_later(connection) -> None:
+    from twisted.internet import reactor  # Daphne's (on asyncio's loop), installed by now
+
+    reactor.callLater(RESUME_CHECK_SECONDS, resume_when_drained, connection)
