@@ -325,6 +325,11 @@ FIGURES = [
      "render",
      [("figures", "mono_576", "p50_ms"), ("figures", "page_sizes_50", "p50_ms"),
       ("figures", "worker_start_ms")], ""),
+    ("documents: a CloudPRNT printer's image of 20 receipt pages at 576 dots, p50 / p99 (ms), "
+     "the node's CPU per image (ms)", "render",
+     [("figures", "receipt_strip_20_pages_576", "p50_ms"),
+      ("figures", "receipt_strip_20_pages_576", "p99_ms"),
+      ("figures", "receipt_strip_node_cpu_ms")], ""),
     ("documents: render worker memory high-water mark, node's growth (MiB)", "render",
      [("figures", "worker_rss_high_water_mib"), ("figures", "node_rss_growth_mib")], ""),
 ]  # fmt: skip
