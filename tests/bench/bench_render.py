@@ -8,7 +8,7 @@ default settings: 2 workers of 512 MiB), with no cache in between:
 - **fifty pages**: each page of a 50-page PDF of the same pages at 600 px (the document is parsed
   again for every page, as every preview request does), ``ROUNDS_50`` rounds of all 50;
 - **mono 576**: the 1-page PDF as a 1-bit dithered PNG 576 dots wide (a CloudPRNT printer);
-- **receipt strip**: a 20-page PDF of 80 × 297 mm receipts as the one 1-bit image a CloudPRNT
+- **receipt strip**: a 20-page PDF of 80 x 297 mm receipts as the one 1-bit image a CloudPRNT
   printer gets (``render_strip``: the pages one under the other, drawn in one worker request),
   with this process's CPU per image (the node's side: the pipe and nothing else);
 - **page sizes**: the fit check's read of the 50-page PDF's page sizes;
@@ -70,7 +70,7 @@ def timed(call, rounds: int) -> list[float]:
 
 
 def receipt_page(number: int) -> Page:
-    """An 80 × 297 mm receipt: a header bar and 40 lines of text and rules."""
+    """An 80 x 297 mm receipt: a header bar and 40 lines of text and rules."""
     lines = [(4, 20 + i * 6.5, 8, f"{number:02d}-{i:02d}  item {i}  1 x 2.50") for i in range(40)]
     rules = [(4, 22 + i * 6.5, 72, 0.2) for i in range(40)]
     return Page(80, 297, [(4, 4, 72, 10), *rules], texts=lines)
