@@ -51,8 +51,9 @@ QUIET_LEVELS = frozenset({"none", "critical", "error", "warn", "info"})
 #: A socket is not read while this many of its frames wait in the application's queue. An
 #: application takes its frames one at a time: more waiting in the node make it no faster, and
 #: each may be 1 MiB (Daphne's message cap). qprint's device socket holds as many again in its
-#: mailbox (``qprint.realtime.mailbox``): a device keeps at most 16 frames unhandled in the node,
-#: and what the read that reached the bound brought (up to 64 KiB of bytes).
+#: mailbox (``qprint.realtime.mailbox``): a socket is not read once 16 of its frames wait in the
+#: node. autobahn queues every frame of the read that reached the bound (one read is at most
+#: 64 KiB of the socket: at worst a few thousand empty frames, about 2 MB as messages).
 PAUSE_AT_FRAMES = 8
 #: A paused socket is read again once no more than this many of its frames wait: the application
 #: still has frames to take while the next ones are read.
@@ -170,9 +171,9 @@ def _paused_when_behind(protocol: type) -> bool:
 
 def pause_reading(connection) -> None:
     """Stop reading ``connection`` (Daphne's ``WebSocketProtocol``) and look at its queue every
-    :data:`RESUME_CHECK_SECONDS` until it has drained. The transport is paused at every frame
-    that arrives over the bound, not only the first: another that resumes it (Twisted's HTTP
-    channel stays the transport's producer after the upgrade) lets one read more in, no more."""
+    :data:`RESUME_CHECK_SECONDS` until it has drained. The transport is paused again at every
+    frame that arrives over the bound (the rest of the read that reached it): nothing while it is
+    paused, and should anything else resume the transport, one read more comes in, no more."""
     connection.transport.pauseProducing()
     if not connection._qprint_reading_paused:
         connection._qprint_reading_paused = True

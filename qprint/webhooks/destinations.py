@@ -108,8 +108,9 @@ def shown(url: str) -> str:
         port = f":{parts.port}" if parts.port is not None else ""
     except ValueError:
         return "(not a URL)"
+    host = parts.hostname or ""
     rest = "/…" if parts.path.strip("/") or parts.query or parts.fragment else ""
-    return f"{parts.scheme}://{parts.hostname or ''}{port}{rest}"
+    return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}{port}{rest}"
 
 
 def host_name(host: str) -> str:

@@ -186,23 +186,23 @@ async def test_a_socket_read_again_after_its_frames_waited_handles_them_all_and_
     node, live_database_url
 ):
     """Frames within every limit, more than the node and the kernel hold while the socket is
-    busy, then a claim: once the lock goes, every frame is handled in the order sent (the later
-    claim is answered, nothing was refused), and autobahn's pings and the device's close work."""
+    busy, each one answered: once the lock goes, every frame is handled, in the order sent (the
+    answers' request ids are those sent, in order, none missing), and autobahn's pings and the
+    device's close work."""
     async with busy_socket(node[0], live_database_url) as (device, device_id, release):
-        # 200 pings of 60 KB (under MAX_FRAME_BYTES, within the allowance's burst): 12 MB.
-        padded_ping = json.dumps({"type": "ping", "padding": "x" * 60_000})
-        for _ in range(200):
-            await device.send(padded_ping)
-        await device.send({"type": "claim", "request_id": "after"})
+        # 200 claims padded to 60 KB (under MAX_FRAME_BYTES, within the allowance's burst): 12 MB.
+        sent = [f"flood-{n}" for n in range(200)]
+        for request_id in sent:
+            await device.send({"type": "claim", "request_id": request_id, "padding": "x" * 60_000})
         not_reading = NotReading(device.ws, at_least=MiB)
         await eventually(not_reading, 10, "the node to stop reading the socket", interval=0.1)
 
         release()
-        await eventually(lambda: device.answers("after"), 10, "the answer to the later claim")
-        assert device.answers("stalled") == ["nothing"], device.frames
-        assert device.answers("after") == ["nothing"], device.frames
+        await eventually(lambda: device.answers(sent[-1]), 10, "the answer to the last claim")
+        answered = [f.get("request_id") for f in device.frames]
+        assert answered == ["stalled", *sent], answered
+        assert {f["type"] for f in device.frames} == {"nothing"}, device.frames
         assert device.ws.transport.get_write_buffer_size() == 0
-        assert [f["type"] for f in device.frames] == ["nothing", "nothing"], device.frames
 
         pong = await device.ws.ping()
         await asyncio.wait_for(pong, 5)  # autobahn answers the device's pings

@@ -142,7 +142,7 @@ def test_a_socket_is_not_read_while_its_frames_wait_and_is_read_again_once_they_
     socket.onMessage(str(bound - 1).encode(), False)
     assert not socket.transport.reading
     assert checks == [socket]
-    socket.transport.resumeProducing()  # another producer resumes it: the next frame pauses again
+    socket.transport.resumeProducing()  # were anything else to resume it, the next frame pauses
     socket.onMessage(str(bound).encode(), False)  # the rest of a read: queued, not dropped
     assert not socket.transport.reading
     assert checks == [socket]  # one check on its way, not one per frame

@@ -152,6 +152,8 @@ def test_logs_name_a_webhook_url_by_its_origin_not_the_secret_it_may_carry(clien
         ("https://HOOKS.example:443/a", "https://hooks.example:443/…"),
         ("https://hooks.example?k=1", "https://hooks.example/…"),
         ("https://hooks.example:99999/a", "(not a URL)"),
+        ("https://[2001:DB8::1]:8443/hook", "https://[2001:db8::1]:8443/…"),
+        ("https://[2001:db8::1]", "https://[2001:db8::1]"),
     ],
 )
 def test_a_url_shown_in_a_log(url, shown):
