@@ -8,18 +8,17 @@ stdin/stdout until stdin closes. Nothing of Django is imported here.
 
 Each request is a JSON header line and the document's bytes (``size`` of them); its ``op`` is
 ``info`` (the pages and their sizes), ``render`` (one page) or ``strip`` (the first pages one
-under the other, one image). Each answer is a JSON header line, then ``size`` bytes of PNG when the
-header says ``"ok": true``. Only JSON and
-raw bytes cross the pipe (never pickle): what a document made of this process cannot become code
-in the node. A refusal is ``{"ok": false, "code", "message"}``; when the process runs out of
-memory it answers ``too_much_memory`` if it still can, and exits either way (PDFium aborts on a
-failed allocation: then the node sees the pipe close and refuses the document the same way).
+under the other, one image). Each answer is a JSON header line, then ``size`` bytes of PNG when
+the header says ``"ok": true``. Only JSON and raw bytes cross the pipe (never pickle): what a
+document made of this process cannot become code in the node. A refusal is ``{"ok": false,
+"code", "message"}``; when the process runs out of memory it answers ``too_much_memory`` if it
+still can, and exits either way (PDFium aborts on a failed allocation: then the node sees the pipe
+close and refuses the document the same way).
 
 The limits a request carries: ``max_pages`` (a document with more pages is refused, whatever page
 is asked for), ``max_pixels`` (of the bitmap a page is drawn on, of a strip as a whole, and of a
-PNG/JPEG source image)
-and the page's largest side (14,400 units, 5.08 m at 72 per inch: the largest page the PDF
-format itself allows, far beyond any printer).
+PNG/JPEG source image) and the page's largest side (14,400 units, 5.08 m at 72 per inch: the
+largest page the PDF format itself allows, far beyond any printer).
 """
 
 import io
