@@ -92,13 +92,13 @@ def _copy_distribution(dist: metadata.Distribution, target: Path) -> None:
 
 
 #: The modules of ``qprint/core/`` the agent imports: Django-free (``./dev lint`` holds them to it).
-AGENT_CORE = ("wire.py", "handoff.py", "event_loop.py")
+AGENT_CORE = ("wire.py", "handoff.py", "event_loop.py", "text.py")
 
 
 def _copy_agent(target: Path) -> None:
     """``qprint/__init__.py``, ``qprint/agent/`` and the modules of ``qprint/core/`` the agent
     imports (:data:`AGENT_CORE`: the wire's constants, the loop's hand-off to threads, the choice
-    of event loop); nothing else of qprint."""
+    of event loop, the text predicates); nothing else of qprint."""
     (target / "qprint").mkdir()
     shutil.copy2(REPO / "qprint" / "__init__.py", target / "qprint" / "__init__.py")
     shutil.copytree(

@@ -34,6 +34,7 @@ from qprint.agent import __version__, ipp
 from qprint.agent.config import ArgumentParser, read_toml
 from qprint.agent.printers import PrinterSpec
 from qprint.agent.spoolers import CupsSpooler
+from qprint.core.text import digits
 
 #: Exit statuses of ``enroll`` (besides the agent's own once it starts).
 REFUSED = 1  # denied by an operator, or the code expired
@@ -343,7 +344,7 @@ def enrol(url: str, out, *, client: httpx.Client) -> dict[str, Any]:
             continue
         if response.status_code == 429 or response.status_code >= 500:
             retry_after = response.headers.get("Retry-After", "")
-            if retry_after.isascii() and retry_after.isdigit():
+            if digits(retry_after):
                 interval = max(interval, float(retry_after))
             continue
         if code == "access_denied":

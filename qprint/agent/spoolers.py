@@ -26,6 +26,7 @@ from typing import Any
 
 from qprint.agent import ipp
 from qprint.agent import options as o
+from qprint.core.text import digits
 
 LEDGER_NAME = "spool-ledger.log"
 #: What a job id may be to name a file: letters, digits and hyphens (a UUID, ``test-page-<ms>``).
@@ -398,7 +399,7 @@ class CupsSpooler(Spooler):
 
     def follow(self, ref: str, timeout: float) -> Outcome:
         queue, _, number = ref.rpartition("-")
-        client = self._ipp(queue) if number.isascii() and number.isdigit() else None
+        client = self._ipp(queue) if digits(number) else None
         if client is not None:
             return follow_ipp_job(
                 client,

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import unquote
 
-from qprint.core.text import storable
+from qprint.core.text import digits, storable
 
 #: What the server asks the printer about itself, answered in its next poll's ``clientAction``.
 CLIENT_ACTIONS = ("ClientType", "ClientVersion", "Encodings", "GetPollInterval")
@@ -178,8 +178,7 @@ class Poll:
                 e.strip() for e in self.reported["Encodings"].split(";") if e.strip()
             ][:MAX_ACTIONS]
         interval = self.reported.get("GetPollInterval", "").strip()
-        # ASCII digits only: "²" is a digit to ``isdigit`` but no number to ``int``.
-        if interval.isascii() and interval.isdigit() and 0 < int(interval) <= 3600:
+        if digits(interval) and 0 < int(interval) <= 3600:
             found["poll_interval"] = int(interval)
         return found
 

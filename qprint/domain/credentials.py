@@ -45,6 +45,7 @@ from django.db.models.functions import Now
 from qprint.core import inputs
 from qprint.core.errors import Conflict, Disabled, Invalid, NotFound, Unauthorized
 from qprint.core.prepared import Param, PreparedQuery
+from qprint.core.text import digits
 from qprint.domain import throttle
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import ApplicationKey, Device, DeviceKind
@@ -319,7 +320,7 @@ def device_id_of(device: Device | int) -> int:
         return device.pk
     if isinstance(device, int) and not isinstance(device, bool) and 0 < device < 2**63:
         return device
-    if isinstance(device, str) and device.isascii() and device.isdigit() and len(device) < 19:
+    if isinstance(device, str) and digits(device) and len(device) < 19:
         return int(device)
     raise NotFound("unknown_device", f"No device {str(device)[:150]!r}: give a Device or its id.")
 

@@ -20,6 +20,7 @@ from qprint.core import wire
 from qprint.core.conf import qprint_settings
 from qprint.core.database import answer_of
 from qprint.core.errors import Invalid
+from qprint.core.text import digits
 from qprint.domain import device_operations, devices, jobs
 from qprint.domain.credentials import PresentedToken
 from qprint.metrics import instruments
@@ -62,7 +63,7 @@ def _inline_max_asked(request: HttpRequest) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    if not (text.isascii() and text.isdigit()):
+    if not digits(text):
         raise Invalid(message=f"'{wire.INLINE_MAX_HEADER}' must be a non-negative integer.")
     cap = int(qprint_settings.INLINE_DOCUMENT_MAX_BYTES)
     # More digits than any cap has is the cap, without reading so long a number.

@@ -22,6 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from qprint.core import database, errors, executor, inputs
 from qprint.core.errors import QPrintError, RateLimited
+from qprint.core.text import digits
 from qprint.domain import credentials, throttle
 
 logger = logging.getLogger("qprint.http")
@@ -191,8 +192,7 @@ def present_application_key(request: HttpRequest):
     401 when absent or malformed."""
     declared = request.headers.get("Content-Length", "")
     small = (
-        declared.isascii()  # "²" is a digit to ``isdigit`` but no number to ``int``
-        and declared.isdigit()
+        digits(declared)
         and len(declared) <= len(str(MAX_JSON_BODY_BYTES))
         and int(declared) <= MAX_JSON_BODY_BYTES
     )
