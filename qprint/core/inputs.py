@@ -132,6 +132,16 @@ def lookup_name(name: str, value: Any, max_length: int = 255) -> str | None:
     return value
 
 
+#: The longest tenant a row holds (every ``tenant`` column).
+TENANT_MAX_LENGTH = 100
+
+
+def no_row_has_tenant(tenant: Any) -> bool:
+    """Whether ``tenant`` is a value no row's tenant can be (not a string, too long, or text the
+    database cannot hold): the caller answers as for a tenant that has nothing."""
+    return lookup_name("tenant", tenant, TENANT_MAX_LENGTH) is None
+
+
 def json_value(name: str, value: Any, max_bytes: int | None = None) -> Any:
     """Any JSON value, checked: JSON types only, strings and keys storable, nesting at most
     ``MAX_JSON_DEPTH``, lists and objects of at most ``MAX_JSON_ITEMS`` entries, and (with

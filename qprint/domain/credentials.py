@@ -330,7 +330,8 @@ def create_device(
 ) -> tuple[Device, str]:
     """Register a device of ``kind`` (``agent``, ``cloudprnt``: fixed from then on); returns it
     and its token (shown once, only its hash is stored)."""
-    tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
+    tenant = inputs.text("tenant", tenant, inputs.TENANT_MAX_LENGTH)
+    name = inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
     name = inputs.device_name("name", name)
@@ -369,7 +370,8 @@ def rotate_device_token(device: Device | int) -> str:
 
 def create_application_key(tenant: str, name: str) -> tuple[ApplicationKey, str]:
     """Create an application key for ``tenant``; returns it and the secret (shown once)."""
-    tenant, name = inputs.text("tenant", tenant, 100), inputs.text("name", name, 150)
+    tenant = inputs.text("tenant", tenant, inputs.TENANT_MAX_LENGTH)
+    name = inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A key needs a tenant and a name.")
     secret = new_secret()
@@ -386,10 +388,7 @@ def create_application_key(tenant: str, name: str) -> tuple[ApplicationKey, str]
 
 def revoke_application_key(tenant: str, name: str) -> ApplicationKey:
     """Revoke the live key ``name`` of ``tenant``; it stops working at once."""
-    if (
-        inputs.lookup_name("tenant", tenant, 100) is None
-        or inputs.lookup_name("name", name) is None
-    ):
+    if inputs.no_row_has_tenant(tenant) or inputs.lookup_name("name", name) is None:
         raise NotFound("not_found", f"No live key named {tenant!r:.100}/{name!r:.150}.")
     with transaction.atomic():
         key = (

@@ -30,7 +30,7 @@ PRINTER_STATUS_MAX_LENGTH = 100
 def get_device(tenant: str, name: str) -> Device:
     """The device ``name`` of ``tenant``; :class:`NotFound` (``unknown_device``) otherwise."""
     lookup = inputs.lookup_name("name", name)
-    known = lookup and inputs.lookup_name("tenant", tenant, 100)
+    known = lookup and not inputs.no_row_has_tenant(tenant)
     device = Device.objects.filter(tenant=tenant, name=lookup).first() if known else None
     if device is None:
         shown = name if isinstance(name, str) else str(name)
@@ -41,7 +41,7 @@ def get_device(tenant: str, name: str) -> Device:
 def summaries(tenant: str) -> QuerySet:
     """The tenant's devices by name, read as :meth:`DeviceSummary.of` needs them (liveness and
     queue depth judged in SQL, printers prefetched). Page it with a keyset on ``(name, id)``."""
-    if inputs.lookup_name("tenant", tenant, 100) is None:  # no row can have it
+    if inputs.no_row_has_tenant(tenant):
         return Device.objects.none()
     return Device.objects.filter(tenant=tenant).for_summary().order_by("name", "id")
 

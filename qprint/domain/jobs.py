@@ -47,7 +47,7 @@ def get_job(tenant: str, job_id: uuid.UUID | str) -> PrintJob:
         job_uuid = uuid.UUID(str(job_id))
     except ValueError:
         raise NotFound("not_found", "No such job.") from None
-    if inputs.lookup_name("tenant", tenant, 100) is None:  # no row can have it
+    if inputs.no_row_has_tenant(tenant):
         raise NotFound("not_found", "No such job.")
     job = PrintJob.objects.select_related("device").filter(tenant=tenant, pk=job_uuid).first()
     if job is None:
@@ -182,7 +182,7 @@ def job_in(queryset: QuerySet, job: PrintJob | uuid.UUID | str, tenant: str | No
     """The job of ``queryset`` (of ``tenant`` when given); ``NotFound`` otherwise."""
     job_id = job.pk if isinstance(job, PrintJob) else job
     if tenant is not None:
-        if inputs.lookup_name("tenant", tenant, 100) is None:  # no row can have it
+        if inputs.no_row_has_tenant(tenant):
             raise NotFound("not_found", "No such job.")
         queryset = queryset.filter(tenant=tenant)
     try:

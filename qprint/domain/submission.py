@@ -97,7 +97,7 @@ def submit_job(
         if idempotency_key is not None:
             idempotency_key = inputs.text("idempotency_key", idempotency_key, 255) or None
         submitted_by = inputs.label("submitted_by", submitted_by, 255)
-        if presented is None and inputs.lookup_name("tenant", tenant, 100) is None:
+        if presented is None and inputs.no_row_has_tenant(tenant):
             raise NotFound("unknown_device", f"No device named {device_name!r}.")
     except QPrintError:
         if presented is not None:
