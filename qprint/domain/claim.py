@@ -83,7 +83,6 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from qprint.core import cluster, gate, prepared, sql
-from qprint.core.errors import NotFound, Unauthorized
 from qprint.core.prepared import Param, PreparedQuery
 from qprint.core.states import JobStatus
 from qprint.documents import storage
@@ -224,7 +223,7 @@ def claim_next_job(
     found = _at_once(_AT_ONCE_BY_ID, {"device_id": device}, device, node, handout, token_hash)
     if found is not None:
         if found.device is None:
-            raise _no_device(token_hash)
+            raise credentials.no_device(token_hash)
         if token_hash is not None:
             credentials.require_token(found.device.token_hash, found.device.enabled, token_hash)
         answer = _answer(found)
@@ -735,13 +734,5 @@ def _lock_device(device_id: int, token_hash: str | None = None) -> Device:
     (``announced``), read in the same statement."""
     device = _LOCK_DEVICE.first(device_id=device_id)
     if device is None:
-        raise _no_device(token_hash)
+        raise credentials.no_device(token_hash)
     return device
-
-
-def _no_device(token_hash: str | None) -> NotFound | Unauthorized:
-    """The answer for a device that is gone: to a socket (``token_hash``), what HTTP answers its
-    token now (401: it names no device); to host code, ``unknown_device``."""
-    if token_hash is not None:
-        return Unauthorized()
-    return NotFound("unknown_device", "No such device.")

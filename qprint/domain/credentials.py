@@ -132,6 +132,15 @@ def require_token(stored_hash: str | None, enabled: bool | None, token_hash: str
         raise Disabled()
 
 
+def no_device(token_hash: str | None) -> NotFound | Unauthorized:
+    """The answer for a device that is gone, its row read by an operation: to a socket (which
+    passes its ``token_hash``), what HTTP answers its token now (401: it names no device); to
+    host code, ``unknown_device``."""
+    if token_hash is not None:
+        return Unauthorized()
+    return NotFound("unknown_device", "No such device.")
+
+
 def still_held(device_id: int, token_hash: str) -> Device:
     """Device ``device_id``, read on its own, when it still holds the token hashed ``token_hash``
     and is enabled (:func:`require_token`'s answers otherwise)."""

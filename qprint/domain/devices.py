@@ -15,7 +15,7 @@ from django.db.models import F, QuerySet
 
 from qprint.core import inputs
 from qprint.core.conf import qprint_settings
-from qprint.core.errors import Invalid, NotFound, Unauthorized
+from qprint.core.errors import Invalid, NotFound
 from qprint.domain import credentials
 from qprint.domain.wakeups import wake_after_commit
 from qprint.models import Device, DevicePrinter
@@ -149,10 +149,8 @@ def replace_printers(
             .values_list("token_hash", "enabled")
             .first()
         )
-        if locked is None:  # to a socket, what HTTP answers: its token names no device (401)
-            if token_hash is not None:
-                raise Unauthorized()
-            raise NotFound("unknown_device", "No such device.")
+        if locked is None:
+            raise credentials.no_device(token_hash)
         if token_hash is not None:
             credentials.require_token(*locked, token_hash)
         DevicePrinter.objects.filter(device_id=device_id).delete()
