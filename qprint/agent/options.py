@@ -16,6 +16,7 @@ absent means "not known": nothing is refused on its account.
 """
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,6 +52,15 @@ class OptionError(ValueError):
     def __init__(self, option: str, message: str):
         super().__init__(f"option '{option}': {message}")
         self.option = option
+
+
+def _one_of(name: str, value: Any, choices: Collection[str], expected: str = "") -> Any:
+    """``value``, when it is absent (``None``) or one of ``choices``, a string; an
+    :class:`OptionError` otherwise, saying what was ``expected`` (by default, the choices)."""
+    if value is not None and not (isinstance(value, str) and value in choices):
+        expected = expected or f"one of {', '.join(choices)}"
+        raise OptionError(name, f"expected {expected}, got {_shown(value)}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -124,31 +134,19 @@ def normalize(options: dict[str, Any] | None) -> JobOptions:
                 "duplex", f"expected true, false, 'long-edge' or 'short-edge', got {_shown(duplex)}"
             )
         sides = _DUPLEX[duplex]
-    if sides is not None and not (isinstance(sides, str) and sides in SIDES):
-        raise OptionError("sides", f"expected one of {', '.join(SIDES)}, got {_shown(sides)}")
+    _one_of("sides", sides, SIDES)
     media = options.get("media")
     if media is not None and not (isinstance(media, str) and _MEDIA.fullmatch(media)):
         raise OptionError(
             "media", f"expected a media name such as iso_a4_210x297mm, got {_shown(media)}"
         )
     ranges = _page_ranges(options["page_ranges"]) if options.get("page_ranges") else ()
-    orientation = options.get("orientation")
-    if orientation is not None and not (
-        isinstance(orientation, str) and orientation in ORIENTATIONS
-    ):
-        raise OptionError(
-            "orientation", f"expected one of {', '.join(ORIENTATIONS)}, got {_shown(orientation)}"
-        )
+    orientation = _one_of("orientation", options.get("orientation"), ORIENTATIONS)
     color = options.get("color")
     if isinstance(color, bool):
         color = "color" if color else "monochrome"
-    if color is not None and not (isinstance(color, str) and color in COLORS):
-        raise OptionError(
-            "color", f"expected true, false, 'color' or 'monochrome', got {_shown(color)}"
-        )
-    fit = options.get("fit")
-    if fit is not None and not (isinstance(fit, str) and fit in FITS):
-        raise OptionError("fit", f"expected 'scale' (or no fit), got {_shown(fit)}")
+    _one_of("color", color, COLORS, "true, false, 'color' or 'monochrome'")
+    fit = _one_of("fit", options.get("fit"), FITS, "'scale' (or no fit)")
     return JobOptions(
         copies=copies,
         sides=sides,
