@@ -94,13 +94,12 @@ def line(name: str, value: Any, max_length: int) -> str:
     return checked
 
 
-def device_name(name: str, value: Any) -> str:
-    """A device's name as it is made: a non-empty string of at most 150 characters, no "/" and
-    no control character."""
-    checked = required_text(name, value, 150)
-    if not _device_name_allowed(checked):
+def check_device_name(name: str, value: str) -> str:
+    """``value``, a device's name as it is made (text already checked), unless it holds a "/" or
+    a control character (``invalid``)."""
+    if not _device_name_allowed(value):
         raise refuse(INVALID, name, DEVICE_NAME_RULE)
-    return checked
+    return value
 
 
 def validate_device_name(value: str) -> None:

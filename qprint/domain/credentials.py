@@ -343,7 +343,7 @@ def create_device(
     name = inputs.text("name", name, 150)
     if not tenant or not name:
         raise Invalid(message="A device needs a tenant and a name.")
-    name = inputs.device_name("name", name)
+    inputs.check_device_name("name", name)
     if kind not in DeviceKind.values:
         raise Invalid(message=f"kind: must be one of {', '.join(DeviceKind.values)}.")
     description = inputs.text("description", description, 10000)
